@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The LD_PRELOAD library: defines the C library's malloc family (and glibc's __libc_* aliases,
+ * which some programs and libraries call directly) on top of the core, and nothing else.
+ * C++ operator new/delete reach these through libstdc++'s calls to malloc and free.
+ */
+#include <malloc.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define TA_EXPORT __attribute__((visibility("default")))
+
+TA_EXPORT void *malloc(size_t size)
+{
+	return ta_malloc(size);
+}
+
+TA_EXPORT void free(void *ptr)
+{
+	ta_free(ptr);
+}
+
+TA_EXPORT void cfree(void *ptr);
+TA_EXPORT void cfree(void *ptr)
+{
+	ta_free(ptr);
+}
+
+TA_EXPORT void *calloc(size_t nmemb, size_t size)
+{
+	return ta_calloc(nmemb, size);
+}
+
+TA_EXPORT void *realloc(void *ptr, size_t size)
+{
+	return ta_realloc(ptr, size);
+}
+
+TA_EXPORT void *reallocarray(void *ptr, size_t nmemb, size_t size)
+{
+	return ta_reallocarray(ptr, nmemb, size);
+}
+
+TA_EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+	return ta_posix_memalign(memptr, alignment, size);
+}
+
+TA_EXPORT void *aligned_alloc(size_t alignment, size_t size)
+{
+	return ta_aligned_alloc(alignment, size);
+}
+
+TA_EXPORT void *memalign(size_t alignment, size_t size)
+{
+	return ta_memalign(alignment, size);
+}
+
+TA_EXPORT void *valloc(size_t size)
+{
+	return ta_valloc(size);
+}
+
+TA_EXPORT void *pvalloc(size_t size)
+{
+	return ta_pvalloc(size);
+}
+
+TA_EXPORT size_t malloc_usable_size(void *ptr)
+{
+	return ta_usable_size(ptr);
+}
+
+/* glibc's internal names, exported by libc.so.6 and called directly by some code. */
+TA_EXPORT void *__libc_malloc(size_t size);
+TA_EXPORT void __libc_free(void *ptr);
+TA_EXPORT void *__libc_calloc(size_t nmemb, size_t size);
+TA_EXPORT void *__libc_realloc(void *ptr, size_t size);
+TA_EXPORT void *__libc_memalign(size_t alignment, size_t size);
+TA_EXPORT void *__libc_valloc(size_t size);
+TA_EXPORT void *__libc_pvalloc(size_t size);
+
+void *__libc_malloc(size_t size)
+{
+	return ta_malloc(size);
+}
+
+void __libc_free(void *ptr)
+{
+	ta_free(ptr);
+}
+
+void *__libc_calloc(size_t nmemb, size_t size)
+{
+	return ta_calloc(nmemb, size);
+}
+
+void *__libc_realloc(void *ptr, size_t size)
+{
+	return ta_realloc(ptr, size);
+}
+
+void *__libc_memalign(size_t alignment, size_t size)
+{
+	return ta_memalign(alignment, size);
+}
+
+void *__libc_valloc(size_t size)
+{
+	return ta_valloc(size);
+}
+
+void *__libc_pvalloc(size_t size)
+{
+	return ta_pvalloc(size);
+}

@@ -1,0 +1,572 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The malloc family. Fast paths: malloc pops from this thread's cache of the preferred tier when
+ * the thread's stock covers the size; free finds the tier and class from the chunk map and the
+ * chunk header and pushes onto this thread's cache. Everything else (choosing another tier,
+ * refills, large objects, the states before initialisation) is in the slow paths below.
+ *
+ * Steering: the fastest tier whose charge stays within its limit; when every tier is at its limit
+ * the allocation goes to the last tier anyway (counted as overflowed) rather than failing.
+ * An explicit tier (tieralloc_malloc_tier) is charged where it lands, limit or not.
+ */
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct ta_large_hdr {
+	uint64_t magic;	 /* TA_LARGE_MAGIC ^ user address: a foreign pointer will not match */
+	uint64_t size;	 /* usable bytes */
+	uint32_t offset; /* user - raw */
+	uint32_t tier;
+	uint64_t reserved;
+};
+_Static_assert(sizeof(struct ta_large_hdr) <= TA_LARGE_HDR, "large header fits its slot");
+#define TA_LARGE_MAGIC 0x7469657262696721ull /* "tierbig!" */
+
+static inline struct ta_large_hdr *large_hdr(const void *p)
+{
+	return (struct ta_large_hdr *)((uintptr_t)p - sizeof(struct ta_large_hdr));
+}
+
+static bool large_valid(const void *p)
+{
+	/* Our large objects are at least 16-byte aligned and have a header before them. */
+	if (((uintptr_t)p & 15) != 0 || (uintptr_t)p < 4096)
+		return false;
+	return large_hdr(p)->magic == (TA_LARGE_MAGIC ^ (uintptr_t)p);
+}
+
+static void log_foreign(const void *p, const char *what)
+{
+	static _Atomic unsigned reported;
+	if (atomic_fetch_add(&reported, 1) < 8)
+		ta_log(TA_LOG_WARN, "%s(%p): pointer not allocated by tieralloc; ignored", what, p);
+}
+
+/* ---- small objects ---- */
+
+static void *bin_take(struct ta_tcache *tc, unsigned t, unsigned cls)
+{
+	struct ta_bin *bin = &tc->bins[t][cls];
+	if (bin->count == 0 || bin->count > bin->cap) {
+		unsigned want = bin->cap / 2 ? bin->cap / 2 : 1;
+		bin->count = ta_arena_fill(t, cls, bin->slots, want);
+		if (bin->count == 0)
+			return NULL;
+	}
+	return bin->slots[--bin->count];
+}
+
+static void finish_slow(struct ta_tcache *tc)
+{
+	tc->in_slow = 0;
+	if (unlikely(atomic_load_explicit(&tc->deferred, memory_order_relaxed) != NULL))
+		ta_tcache_drain_deferred(tc);
+}
+
+static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
+{
+	int64_t csize = ta_class_size[cls];
+	void *p = NULL;
+	unsigned t;
+	tc->in_slow = 1;
+	if (want_tier >= 0) {
+		t = (unsigned)want_tier;
+		if (tc->stock[t] < csize)
+			ta_tcache_stock_refill(tc, t, (uint64_t)csize, true);
+		p = bin_take(tc, t, cls);
+		if (p != NULL)
+			__atomic_store_n(&tc->cnt[t][2], tc->cnt[t][2] + 1, __ATOMIC_RELAXED);
+	} else {
+		unsigned slot = 0;
+		for (t = 0; t < ta_ntiers; t++) {
+			if (tc->stock[t] >= csize ||
+			    ta_tcache_stock_refill(tc, t, (uint64_t)csize, false)) {
+				p = bin_take(tc, t, cls);
+				if (p != NULL)
+					break;
+			}
+			atomic_fetch_add(&ta_arenas[t].exhausted, 1);
+			slot = 1;
+		}
+		if (p == NULL) {
+			/* Every tier is at its limit: overflow into the last one. */
+			t = ta_ntiers - 1;
+			if (tc->stock[t] < csize)
+				ta_tcache_stock_refill(tc, t, (uint64_t)csize, true);
+			p = bin_take(tc, t, cls);
+			if (p != NULL)
+				atomic_fetch_add(&ta_arenas[t].overflowed, 1);
+		}
+		if (p != NULL) {
+			if (t == 0)
+				slot = 0;
+			__atomic_store_n(&tc->cnt[t][slot], tc->cnt[t][slot] + 1, __ATOMIC_RELAXED);
+			tc->pref_tier = t;
+			tc->pref_slot = slot;
+		}
+	}
+	if (p != NULL)
+		__atomic_store_n(&tc->stock[t], tc->stock[t] - csize, __ATOMIC_RELAXED);
+	finish_slow(tc);
+	return p;
+}
+
+/* A thread without a cache (exiting, or out of metadata): charge and take one object directly. */
+static void *small_alloc_nocache(unsigned cls, int want_tier)
+{
+	uint64_t csize = ta_class_size[cls];
+	unsigned first = want_tier >= 0 ? (unsigned)want_tier : 0;
+	unsigned last = want_tier >= 0 ? (unsigned)want_tier : ta_ntiers - 1;
+	for (unsigned pass = 0; pass < 2; pass++) {
+		for (unsigned t = first; t <= last; t++) {
+			bool force = want_tier >= 0 || (pass == 1 && t == last);
+			if (!ta_arena_charge(t, csize, force))
+				continue;
+			void *p;
+			if (ta_arena_fill(t, cls, &p, 1) == 1) {
+				struct ta_arena *a = &ta_arenas[t];
+				atomic_fetch_add(&a->folded_live, (int64_t)csize);
+				atomic_fetch_add(&a->folded_allocs, 1);
+				return p;
+			}
+			ta_arena_uncharge(t, csize);
+		}
+	}
+	return NULL;
+}
+
+static void small_free_slow(struct ta_tcache *tc, int t, unsigned cls, void *p)
+{
+	int64_t csize = ta_class_size[cls];
+	if (tc == NULL)
+		tc = ta_tcache_get();
+	if (tc == NULL) {
+		ta_arena_flush((unsigned)t, cls, &p, 1);
+		ta_arena_uncharge((unsigned)t, (uint64_t)csize);
+		atomic_fetch_sub(&ta_arenas[t].folded_live, csize);
+		return;
+	}
+	if (tc->in_slow) {
+		/* A signal handler interrupted one of our slow paths: no locks now. */
+		void *head = atomic_load(&tc->deferred);
+		do
+			*(void **)p = head;
+		while (!atomic_compare_exchange_weak(&tc->deferred, &head, p));
+		return;
+	}
+	tc->in_slow = 1;
+	struct ta_bin *bin = &tc->bins[t][cls];
+	if (bin->count >= bin->cap)
+		ta_tcache_flush_bin(tc, (unsigned)t, cls, bin->cap / 2);
+	bin->slots[bin->count++] = p;
+	__atomic_store_n(&tc->stock[t], tc->stock[t] + csize, __ATOMIC_RELAXED);
+	if (tc->stock[t] > tc->stock_high)
+		ta_tcache_stock_trim(tc, (unsigned)t);
+	finish_slow(tc);
+}
+
+/* ---- large objects: straight from the tier's kind, 64-byte header in front ---- */
+
+static void *large_alloc_in(unsigned t, size_t size, size_t align, bool zero)
+{
+	size_t off = align > TA_LARGE_HDR ? align : TA_LARGE_HDR;
+	size_t raw_align = align <= 16 ? 16 : off;
+	char *raw = ta_backend_alloc(t, size + off, raw_align, zero);
+	if (raw == NULL) {
+		atomic_fetch_add(&ta_arenas[t].backend_failures, 1);
+		return NULL;
+	}
+	char *user = raw + off;
+	struct ta_large_hdr *h = large_hdr(user);
+	h->size = size;
+	h->offset = (uint32_t)off;
+	h->tier = t;
+	h->reserved = 0;
+	h->magic = TA_LARGE_MAGIC ^ (uintptr_t)user;
+	atomic_fetch_add(&ta_arenas[t].large_live, size);
+	return user;
+}
+
+static void *large_alloc(size_t size, size_t align, int want_tier, bool zero)
+{
+	if (size > (size_t)PTRDIFF_MAX - 2 * (align > TA_LARGE_HDR ? align : TA_LARGE_HDR))
+		return NULL;
+	struct ta_tcache *tc = ta_tls;
+	if (tc != NULL)
+		tc->in_slow = 1;
+	void *p = NULL;
+	if (want_tier >= 0) {
+		unsigned t = (unsigned)want_tier;
+		ta_arena_charge(t, size, true);
+		p = large_alloc_in(t, size, align, zero);
+		if (p == NULL)
+			ta_arena_uncharge(t, size);
+		else
+			atomic_fetch_add(&ta_arenas[t].folded_explicit, 1);
+		goto out;
+	}
+	bool steered = false;
+	for (unsigned t = 0; t < ta_ntiers && p == NULL; t++) {
+		if (!ta_arena_charge(t, size, false)) {
+			atomic_fetch_add(&ta_arenas[t].exhausted, 1);
+			steered = true;
+			continue;
+		}
+		p = large_alloc_in(t, size, align, zero);
+		if (p == NULL) {
+			ta_arena_uncharge(t, size);
+			steered = true;
+		} else if (steered && t > 0) {
+			atomic_fetch_add(&ta_arenas[t].folded_steered_in, 1);
+		}
+	}
+	if (p == NULL) {
+		unsigned t = ta_ntiers - 1;
+		ta_arena_charge(t, size, true);
+		p = large_alloc_in(t, size, align, zero);
+		if (p == NULL)
+			ta_arena_uncharge(t, size);
+		else
+			atomic_fetch_add(&ta_arenas[t].overflowed, 1);
+	}
+out:
+	if (p != NULL)
+		atomic_fetch_add(&ta_arenas[large_hdr(p)->tier].folded_allocs, 1);
+	if (tc != NULL)
+		finish_slow(tc);
+	return p;
+}
+
+static void large_free(void *p)
+{
+	struct ta_tcache *tc = ta_tls;
+	if (tc != NULL && tc->in_slow) {
+		void *head = atomic_load(&tc->deferred);
+		do
+			*(void **)p = head;
+		while (!atomic_compare_exchange_weak(&tc->deferred, &head, p));
+		return;
+	}
+	struct ta_large_hdr *h = large_hdr(p);
+	unsigned t = h->tier;
+	size_t size = h->size;
+	char *raw = (char *)p - h->offset;
+	h->magic = 0; /* a double free is then caught as foreign, not freed twice */
+	if (tc != NULL)
+		tc->in_slow = 1;
+	ta_backend_free(t, raw);
+	if (tc != NULL)
+		finish_slow(tc);
+	ta_arena_uncharge(t, size);
+	atomic_fetch_sub(&ta_arenas[t].large_live, size);
+}
+
+/* ---- entry points ---- */
+
+static void *real_alloc(size_t size, size_t align, bool zero)
+{
+	if (align <= 16)
+		return zero ? ta_real.calloc(1, size) : ta_real.malloc(size);
+	void *p = ta_real.memalign(align, size);
+	if (p != NULL && zero)
+		memset(p, 0, size);
+	return p;
+}
+
+/* Everything but malloc's fast path: states before init, tier choice, refills, large. */
+static void *alloc_impl(size_t size, size_t align, int want_tier, bool zero)
+{
+	int state = atomic_load_explicit(&ta_state, memory_order_acquire);
+	if (unlikely(state != TA_READY)) {
+		/* Before our constructor ran, initialising would use libnuma half-built. */
+		if (state == TA_PASSTHROUGH)
+			return real_alloc(size, align, zero);
+		if (state != TA_READY)
+			return ta_boot_alloc(size, align); /* zeroed: never reused */
+	}
+	if (want_tier >= (int)ta_ntiers) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (size > (size_t)PTRDIFF_MAX) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int saved_errno = errno;
+	unsigned cls = TA_NCLASSES;
+	if (align <= 16 && size <= TA_SMALL_MAX)
+		cls = ta_size_class(size);
+	else if (align > 16)
+		cls = ta_size_class_aligned(size, align);
+	void *p;
+	if (cls < TA_NCLASSES) {
+		struct ta_tcache *tc = ta_tcache_get();
+		p = tc != NULL ? small_alloc_slow(tc, cls, want_tier)
+			       : small_alloc_nocache(cls, want_tier);
+		if (p != NULL && zero)
+			memset(p, 0, size);
+	} else {
+		p = large_alloc(size, align, want_tier, zero);
+	}
+	if (p == NULL)
+		saved_errno = ENOMEM;
+	errno = saved_errno;
+	return p;
+}
+
+void *ta_malloc(size_t size)
+{
+	struct ta_tcache *tc = ta_tls;
+	if (likely(tc != NULL && size <= TA_SMALL_MAX)) {
+		unsigned cls = ta_size_class(size);
+		unsigned t = tc->pref_tier;
+		struct ta_bin *bin = &tc->bins[t][cls];
+		int64_t csize = ta_class_size[cls];
+		if (likely(bin->count - 1u < bin->cap && tc->stock[t] >= csize)) {
+			void *p = bin->slots[--bin->count];
+			__atomic_store_n(&tc->stock[t], tc->stock[t] - csize, __ATOMIC_RELAXED);
+			uint64_t *c = &tc->cnt[t][tc->pref_slot];
+			__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+			return p;
+		}
+	}
+	return alloc_impl(size, 16, -1, false);
+}
+
+static void free_other(void *p)
+{
+	if (ta_boot_owns(p))
+		return;
+	int state = atomic_load_explicit(&ta_state, memory_order_acquire);
+	if (state == TA_PASSTHROUGH) {
+		ta_real.free(p);
+		return;
+	}
+	if (state == TA_READY && large_valid(p)) {
+		large_free(p);
+		return;
+	}
+	log_foreign(p, "free");
+}
+
+void ta_free(void *p)
+{
+	int t = ta_chunk_tier_of(p);
+	if (likely(t >= 0)) {
+		struct ta_tcache *tc = ta_tls;
+		unsigned cls = ta_chunk_class_of(p);
+		if (likely(tc != NULL && !tc->in_slow)) {
+			struct ta_bin *bin = &tc->bins[t][cls];
+			if (likely(bin->count < bin->cap)) {
+				bin->slots[bin->count++] = p;
+				int64_t stock = tc->stock[t] + (int64_t)ta_class_size[cls];
+				__atomic_store_n(&tc->stock[t], stock, __ATOMIC_RELAXED);
+				if (unlikely(stock > tc->stock_high))
+					ta_tcache_stock_trim(tc, (unsigned)t);
+				return;
+			}
+		}
+		small_free_slow(tc, t, cls, p);
+		return;
+	}
+	if (p == NULL)
+		return;
+	free_other(p);
+}
+
+void *ta_calloc(size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (likely(ta_tls != NULL && total <= TA_SMALL_MAX)) {
+		void *p = ta_malloc(total);
+		if (p != NULL)
+			memset(p, 0, total);
+		return p;
+	}
+	return alloc_impl(total, 16, -1, true);
+}
+
+size_t ta_usable_size(void *p)
+{
+	if (p == NULL)
+		return 0;
+	if (ta_chunk_tier_of(p) >= 0)
+		return ta_class_size[ta_chunk_class_of(p)];
+	if (ta_boot_owns(p))
+		return ta_boot_usable(p);
+	int state = atomic_load(&ta_state);
+	if (state == TA_PASSTHROUGH)
+		return ta_real.usable_size(p);
+	if (state == TA_READY && large_valid(p))
+		return large_hdr(p)->size;
+	log_foreign(p, "malloc_usable_size");
+	return 0;
+}
+
+/* Large object, same tier, plain alignment: let the backend grow or shrink it in place. */
+static void *large_realloc(void *p, size_t size)
+{
+	struct ta_large_hdr *h = large_hdr(p);
+	unsigned t = h->tier;
+	size_t old = h->size;
+	if (h->offset != TA_LARGE_HDR || size > (size_t)PTRDIFF_MAX - 2 * TA_LARGE_HDR)
+		return NULL;
+	if (size > old && !ta_arena_charge(t, size - old, false))
+		return NULL;
+	struct ta_tcache *tc = ta_tls;
+	if (tc != NULL)
+		tc->in_slow = 1;
+	h->magic = 0;
+	char *raw = ta_backend_realloc(t, (char *)p - TA_LARGE_HDR, size + TA_LARGE_HDR);
+	if (tc != NULL)
+		finish_slow(tc);
+	if (raw == NULL) {
+		large_hdr(p)->magic = TA_LARGE_MAGIC ^ (uintptr_t)p;
+		if (size > old)
+			ta_arena_uncharge(t, size - old);
+		return NULL;
+	}
+	char *user = raw + TA_LARGE_HDR;
+	h = large_hdr(user);
+	h->size = size;
+	h->magic = TA_LARGE_MAGIC ^ (uintptr_t)user;
+	if (size < old)
+		ta_arena_uncharge(t, old - size);
+	if (size > old)
+		atomic_fetch_add(&ta_arenas[t].large_live, size - old);
+	else
+		atomic_fetch_sub(&ta_arenas[t].large_live, old - size);
+	return user;
+}
+
+void *ta_realloc(void *p, size_t size)
+{
+	if (p == NULL)
+		return ta_malloc(size);
+	if (size == 0) {
+		/* glibc's behaviour: free and return NULL. */
+		ta_free(p);
+		return NULL;
+	}
+	size_t old;
+	int t = ta_chunk_tier_of(p);
+	if (t >= 0) {
+		old = ta_class_size[ta_chunk_class_of(p)];
+		if (size <= old && (size > old / 2 || old <= 16))
+			return p;
+	} else if (ta_boot_owns(p)) {
+		old = ta_boot_usable(p);
+	} else {
+		int state = atomic_load(&ta_state);
+		if (state == TA_PASSTHROUGH)
+			return ta_real.realloc(p, size);
+		if (state != TA_READY || !large_valid(p)) {
+			log_foreign(p, "realloc");
+			errno = ENOMEM;
+			return NULL;
+		}
+		old = large_hdr(p)->size;
+		if (size <= old && size > old / 2)
+			return p;
+		if (size > TA_SMALL_MAX) {
+			void *q = large_realloc(p, size);
+			if (q != NULL)
+				return q;
+		}
+	}
+	void *q = ta_malloc(size);
+	if (q == NULL)
+		return NULL;
+	memcpy(q, p, old < size ? old : size);
+	ta_free(p);
+	return q;
+}
+
+void *ta_reallocarray(void *p, size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return ta_realloc(p, total);
+}
+
+static bool power_of_two(size_t x)
+{
+	return x != 0 && (x & (x - 1)) == 0;
+}
+
+void *ta_memalign(size_t align, size_t size)
+{
+	if (!power_of_two(align)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (align <= 16)
+		return ta_malloc(size);
+	return alloc_impl(size, align, -1, false);
+}
+
+int ta_posix_memalign(void **out, size_t align, size_t size)
+{
+	if (!power_of_two(align) || align % sizeof(void *) != 0)
+		return EINVAL;
+	int saved_errno = errno;
+	void *p = ta_memalign(align, size);
+	errno = saved_errno;
+	if (p == NULL)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+void *ta_aligned_alloc(size_t align, size_t size)
+{
+	/* C17 drops the size % align rule; glibc accepts any power of two. */
+	return ta_memalign(align, size);
+}
+
+void *ta_valloc(size_t size)
+{
+	return ta_memalign((size_t)sysconf(_SC_PAGESIZE), size);
+}
+
+void *ta_pvalloc(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	if (size > SIZE_MAX - page) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t rounded = size == 0 ? page : (size + page - 1) & ~(page - 1);
+	return ta_memalign(page, rounded);
+}
+
+void *ta_malloc_tier(int tier, size_t size, bool zero)
+{
+	if (tier < 0 || tier >= TA_MAX_TIERS) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return alloc_impl(size, 16, tier, zero);
+}
+
+int ta_tier_of(const void *p)
+{
+	int t = ta_chunk_tier_of(p);
+	if (t >= 0)
+		return t;
+	if (p == NULL || ta_boot_owns(p) || atomic_load(&ta_state) != TA_READY)
+		return -EINVAL;
+	if (large_valid(p))
+		return (int)large_hdr(p)->tier;
+	return -EINVAL;
+}

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-tier arenas: 4 MiB chunks from the tier's memkind kind, cut into runs of 64 KiB pages, one
+ * size class per run, and a central free list per class that the thread caches fill from and
+ * flush to in batches. The chunk map (one byte per 4 MiB of address space, reserved but only
+ * touched where chunks are) answers "is this pointer in a chunk, and of which tier" in one load.
+ * Small-object memory is kept for reuse, never returned to memkind.
+ */
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct ta_arena ta_arenas[TA_MAX_TIERS];
+uint8_t *ta_chunk_map;
+static unsigned arena_count;
+
+int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
+{
+	size_t map_size = (size_t)1 << (TA_ADDR_BITS - TA_CHUNK_SHIFT);
+	void *map = (void *)syscall(SYS_mmap, NULL, map_size, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (map == MAP_FAILED)
+		return -ENOMEM;
+	for (unsigned t = 0; t < TA_MAX_TIERS; t++) {
+		struct ta_arena *a = &ta_arenas[t];
+		for (unsigned c = 0; c < TA_NCLASSES; c++)
+			pthread_mutex_init(&a->bins[c].lock, NULL);
+		pthread_mutex_init(&a->chunk_lock, NULL);
+		atomic_store(&a->limit, t < ntiers ? limits[t] : 0);
+	}
+	arena_count = ntiers;
+	ta_chunk_map = map;
+	return 0;
+}
+
+static struct ta_chunk *chunk_new(unsigned tier)
+{
+	struct ta_chunk *c = ta_backend_alloc(tier, TA_CHUNK_SIZE, TA_CHUNK_SIZE, false);
+	if (c == NULL) {
+		atomic_fetch_add(&ta_arenas[tier].backend_failures, 1);
+		return NULL;
+	}
+	c->magic = TA_CHUNK_MAGIC;
+	c->tier = tier;
+	c->pages_used = 1; /* page 0 holds this header */
+	memset(c->page_class, TA_PAGE_NONE, sizeof(c->page_class));
+	struct ta_arena *a = &ta_arenas[tier];
+	c->next = a->chunks;
+	a->chunks = c;
+	atomic_fetch_add(&a->nchunks, 1);
+	/* Publish last: free() trusts the map. */
+	__atomic_store_n(&ta_chunk_map[(uintptr_t)c >> TA_CHUNK_SHIFT], (uint8_t)(tier + 1),
+			 __ATOMIC_RELEASE);
+	return c;
+}
+
+/* A run of pages for cls; sets *end. Called with the class's central lock held. */
+static char *run_new(unsigned tier, unsigned cls, char **end)
+{
+	struct ta_arena *a = &ta_arenas[tier];
+	unsigned pages = ta_class_run_pages(cls);
+	pthread_mutex_lock(&a->chunk_lock);
+	struct ta_chunk *c = a->cur;
+	if (c == NULL || c->pages_used + pages > TA_CHUNK_PAGES) {
+		c = chunk_new(tier);
+		if (c == NULL) {
+			pthread_mutex_unlock(&a->chunk_lock);
+			return NULL;
+		}
+		a->cur = c;
+	}
+	unsigned first = c->pages_used;
+	for (unsigned i = 0; i < pages; i++)
+		c->page_class[first + i] = (uint8_t)cls;
+	c->pages_used += pages;
+	pthread_mutex_unlock(&a->chunk_lock);
+	char *start = (char *)c + (size_t)first * TA_PAGE_SIZE;
+	size_t size = ta_class_size[cls];
+	size_t nobj = (size_t)pages * TA_PAGE_SIZE / size;
+	*end = start + nobj * size;
+	return start;
+}
+
+unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want)
+{
+	struct ta_central_bin *b = &ta_arenas[tier].bins[cls];
+	size_t size = ta_class_size[cls];
+	unsigned got = 0;
+	pthread_mutex_lock(&b->lock);
+	while (got < want && b->head != NULL) {
+		void *p = b->head;
+		b->head = *(void **)p;
+		out[got++] = p;
+	}
+	b->count -= got < b->count ? got : b->count;
+	while (got < want) {
+		if (b->bump == b->bump_end) {
+			b->bump = run_new(tier, cls, &b->bump_end);
+			if (b->bump == NULL) {
+				b->bump = b->bump_end = NULL;
+				break;
+			}
+		}
+		/* Fresh objects are not touched here: first touch happens in the caller's hands. */
+		while (got < want && b->bump != b->bump_end) {
+			out[got++] = b->bump;
+			b->bump += size;
+		}
+	}
+	pthread_mutex_unlock(&b->lock);
+	return got;
+}
+
+void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n)
+{
+	if (n == 0)
+		return;
+	/* Link outside the lock; the objects are ours alone until spliced in. */
+	for (unsigned i = 0; i + 1 < n; i++)
+		*(void **)objs[i] = objs[i + 1];
+	struct ta_central_bin *b = &ta_arenas[tier].bins[cls];
+	pthread_mutex_lock(&b->lock);
+	*(void **)objs[n - 1] = b->head;
+	b->head = objs[0];
+	b->count += n;
+	pthread_mutex_unlock(&b->lock);
+}
+
+bool ta_arena_charge(unsigned tier, uint64_t bytes, bool force)
+{
+	struct ta_arena *a = &ta_arenas[tier];
+	uint64_t limit = atomic_load_explicit(&a->limit, memory_order_relaxed);
+	uint64_t now = atomic_fetch_add(&a->charged, bytes) + bytes;
+	if (now > limit && !force) {
+		atomic_fetch_sub(&a->charged, bytes);
+		return false;
+	}
+	uint64_t peak = atomic_load_explicit(&a->peak, memory_order_relaxed);
+	while (now > peak && !atomic_compare_exchange_weak(&a->peak, &peak, now))
+		;
+	return true;
+}
+
+void ta_arena_uncharge(unsigned tier, uint64_t bytes)
+{
+	atomic_fetch_sub(&ta_arenas[tier].charged, bytes);
+}
+
+/* Fork: take every arena lock so that the child sees consistent lists, in one fixed order. */
+void ta_arena_fork_prepare(void)
+{
+	for (unsigned t = 0; t < arena_count; t++) {
+		for (unsigned c = 0; c < TA_NCLASSES; c++)
+			pthread_mutex_lock(&ta_arenas[t].bins[c].lock);
+		pthread_mutex_lock(&ta_arenas[t].chunk_lock);
+	}
+}
+
+void ta_arena_fork_parent(void)
+{
+	for (unsigned t = arena_count; t-- > 0;) {
+		pthread_mutex_unlock(&ta_arenas[t].chunk_lock);
+		for (unsigned c = TA_NCLASSES; c-- > 0;)
+			pthread_mutex_unlock(&ta_arenas[t].bins[c].lock);
+	}
+}
+
+void ta_arena_fork_child(void)
+{
+	/* The forking thread owns every lock; re-initialising is the robust choice. */
+	for (unsigned t = 0; t < arena_count; t++) {
+		for (unsigned c = 0; c < TA_NCLASSES; c++)
+			pthread_mutex_init(&ta_arenas[t].bins[c].lock, NULL);
+		pthread_mutex_init(&ta_arenas[t].chunk_lock, NULL);
+	}
+}

@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * TIERALLOC_* options. One table row per option drives the parser, the "opt.<name>" control
+ * names, TIERALLOC_SHOW_CONFIG and the README table. Parsing walks environ once at start-up,
+ * copies into fixed buffers and never allocates: it runs inside the first malloc calls.
+ * A bad value costs one warning and keeps the default; TIERALLOC_STRICT=1 makes it fatal.
+ */
+#include <string.h>
+#include <sys/auxv.h>
+
+#include "internal.h"
+
+struct ta_options ta_opts = {
+	.log_level = TA_LOG_WARN,
+	.charge_batch = 256 * 1024,
+};
+
+const struct ta_opt_desc ta_opt_table[] = {
+	{ "DISABLE", TA_OPT_BOOL, "0", "1: pass every call to the C library's allocator" },
+	{ "STRICT", TA_OPT_BOOL, "0", "1: a bad TIERALLOC_* value ends the program at start-up" },
+	{ "SHOW_CONFIG", TA_OPT_BOOL, "0", "1: print the options and tiers at start-up" },
+	{ "LOG_LEVEL", TA_OPT_LEVEL, "warn", "error, warn, info or debug" },
+	{ "TIERS", TA_OPT_STRING, "",
+	  "tiers fastest first, ';' between tiers, numactl node lists, optional names: "
+	  "\"dram=0-1;cxl=2\"; empty: discover" },
+	{ "PROCESS_LIMIT", TA_OPT_STRING, "",
+	  "per-process byte limit per tier, by index or name: \"0=512M;cxl=2G\"; empty: none" },
+	{ "CHARGE_BATCH", TA_OPT_SIZE, "256K",
+	  "bytes a thread charges at once (4K..64M); bounds the limit overshoot" },
+	{ "SUMMARY", TA_OPT_STRING, "",
+	  "at exit, append a per-tier summary to this file, or \"stderr\"; empty: none" },
+};
+const unsigned ta_opt_count = sizeof(ta_opt_table) / sizeof(ta_opt_table[0]);
+
+static const char *const level_words[] = { "error", "warn", "info", "debug" };
+
+void ta_config_error(struct ta_options *opts)
+{
+	opts->nerrors++;
+}
+
+int ta_parse_bool(const char *s, bool *out)
+{
+	static const char *const yes[] = { "1", "yes", "on", "true" };
+	static const char *const no[] = { "0", "no", "off", "false" };
+	for (unsigned i = 0; i < 4; i++) {
+		if (strcasecmp(s, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcasecmp(s, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* "123", "64K", "2M", "1G", "1T" (binary multiples, optional trailing B or iB). */
+int ta_parse_size(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *p = s;
+	if (*p < '0' || *p > '9')
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	unsigned shift = 0;
+	switch (*p) {
+	case 'k':
+	case 'K':
+		shift = 10;
+		break;
+	case 'm':
+	case 'M':
+		shift = 20;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		break;
+	case 't':
+	case 'T':
+		shift = 40;
+		break;
+	case '\0':
+		break;
+	default:
+		if (strcasecmp(p, "b") == 0)
+			p++;
+		else
+			return -EINVAL;
+	}
+	if (shift != 0) {
+		p++;
+		if (strcasecmp(p, "b") == 0 || strcasecmp(p, "ib") == 0)
+			p += strlen(p);
+		if (v > (UINT64_MAX >> shift))
+			return -ERANGE;
+		v <<= shift;
+	}
+	if (*p != '\0')
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_level(const char *s, int *out)
+{
+	for (int i = 0; i < 4; i++) {
+		if (strcasecmp(s, level_words[i]) == 0 || (s[0] == '0' + i && s[1] == '\0')) {
+			*out = i;
+			return 0;
+		}
+	}
+	if (strcasecmp(s, "warning") == 0) {
+		*out = TA_LOG_WARN;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static void bad_value(struct ta_options *opts, const char *name, const char *value, const char *why,
+		      const char *def)
+{
+	ta_log(TA_LOG_WARN, "TIERALLOC_%s=\"%s\": %s; using the default (%s)", name, value, why,
+	       def[0] ? def : "none");
+	ta_config_error(opts);
+}
+
+static void copy_string(struct ta_options *opts, const struct ta_opt_desc *d, const char *value,
+			char *dst, size_t size)
+{
+	size_t len = strlen(value);
+	if (len >= size) {
+		bad_value(opts, d->name, "...", "value too long", d->def);
+		return;
+	}
+	memcpy(dst, value, len + 1);
+}
+
+static void apply(struct ta_options *opts, const struct ta_opt_desc *d, const char *value)
+{
+	bool b;
+	uint64_t sz;
+	int rc;
+	switch (d->type) {
+	case TA_OPT_BOOL:
+		if (ta_parse_bool(value, &b) != 0) {
+			bad_value(opts, d->name, value, "expected 0/1, yes/no, on/off", d->def);
+			return;
+		}
+		if (strcmp(d->name, "DISABLE") == 0)
+			opts->disable = b;
+		else if (strcmp(d->name, "STRICT") == 0)
+			opts->strict = b;
+		else if (strcmp(d->name, "SHOW_CONFIG") == 0)
+			opts->show_config = b;
+		return;
+	case TA_OPT_LEVEL:
+		if (parse_level(value, &opts->log_level) != 0)
+			bad_value(opts, d->name, value, "expected error, warn, info or debug",
+				  d->def);
+		return;
+	case TA_OPT_SIZE:
+		rc = ta_parse_size(value, &sz);
+		if (rc != 0) {
+			bad_value(opts, d->name, value,
+				  rc == -ERANGE ? "size too large" : "bad size (e.g. 64K, 2M, 1G)",
+				  d->def);
+			return;
+		}
+		if (sz < 4096 || sz > (64u << 20)) {
+			bad_value(opts, d->name, value, "out of range 4K..64M", d->def);
+			return;
+		}
+		opts->charge_batch = sz;
+		return;
+	case TA_OPT_STRING:
+		if (strcmp(d->name, "TIERS") == 0)
+			copy_string(opts, d, value, opts->tiers, sizeof(opts->tiers));
+		else if (strcmp(d->name, "PROCESS_LIMIT") == 0)
+			copy_string(opts, d, value, opts->process_limit,
+				    sizeof(opts->process_limit));
+		else if (strcmp(d->name, "SUMMARY") == 0)
+			copy_string(opts, d, value, opts->summary, sizeof(opts->summary));
+		return;
+	case TA_OPT_ENUM:
+		return;
+	}
+}
+
+static const struct ta_opt_desc *find_opt(const char *name, size_t len)
+{
+	for (unsigned i = 0; i < ta_opt_count; i++) {
+		if (strlen(ta_opt_table[i].name) == len &&
+		    memcmp(ta_opt_table[i].name, name, len) == 0)
+			return &ta_opt_table[i];
+	}
+	return NULL;
+}
+
+/* One pass over envp for the options whose name satisfies want(). */
+static void parse_pass(char **envp, struct ta_options *opts, bool first_pass, bool secure)
+{
+	static const char prefix[] = "TIERALLOC_";
+	for (char **e = envp; e != NULL && *e != NULL; e++) {
+		if (strncmp(*e, prefix, sizeof(prefix) - 1) != 0)
+			continue;
+		const char *name = *e + sizeof(prefix) - 1;
+		const char *eq = strchr(name, '=');
+		if (eq == NULL)
+			continue;
+		size_t len = (size_t)(eq - name);
+		const struct ta_opt_desc *d = find_opt(name, len);
+		/* Level and strictness first, so that they govern the other options' warnings. */
+		bool early =
+		    d != NULL && (d->type == TA_OPT_LEVEL || strcmp(d->name, "STRICT") == 0);
+		if (early != first_pass)
+			continue;
+		if (d == NULL) {
+			char shown[64];
+			size_t n = len < sizeof(shown) - 1 ? len : sizeof(shown) - 1;
+			memcpy(shown, name, n);
+			shown[n] = '\0';
+			ta_log(TA_LOG_WARN, "unknown variable TIERALLOC_%s ignored", shown);
+			ta_config_error(opts);
+			continue;
+		}
+		/* A setuid program must not be steered by its caller's environment. */
+		if (secure && strcmp(d->name, "DISABLE") != 0)
+			continue;
+		apply(opts, d, eq + 1);
+		if (d->type == TA_OPT_LEVEL)
+			ta_log_level = opts->log_level;
+	}
+}
+
+void ta_env_parse(char **envp, struct ta_options *opts)
+{
+	bool secure = getauxval(AT_SECURE) != 0;
+	parse_pass(envp, opts, true, secure);
+	parse_pass(envp, opts, false, secure);
+}
+
+size_t ta_opt_render(const struct ta_opt_desc *d, const struct ta_options *o, char *buf, size_t n)
+{
+	if (strcmp(d->name, "DISABLE") == 0)
+		return ta_format(buf, n, "%d", o->disable);
+	if (strcmp(d->name, "STRICT") == 0)
+		return ta_format(buf, n, "%d", o->strict);
+	if (strcmp(d->name, "SHOW_CONFIG") == 0)
+		return ta_format(buf, n, "%d", o->show_config);
+	if (strcmp(d->name, "LOG_LEVEL") == 0)
+		return ta_format(buf, n, "%s", level_words[o->log_level]);
+	if (strcmp(d->name, "TIERS") == 0)
+		return ta_format(buf, n, "%s", o->tiers);
+	if (strcmp(d->name, "PROCESS_LIMIT") == 0)
+		return ta_format(buf, n, "%s", o->process_limit);
+	if (strcmp(d->name, "CHARGE_BATCH") == 0)
+		return ta_format(buf, n, "%llu", (unsigned long long)o->charge_batch);
+	if (strcmp(d->name, "SUMMARY") == 0)
+		return ta_format(buf, n, "%s", o->summary);
+	return ta_format(buf, n, "?");
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Size classes: 16-byte steps up to 128, then four classes per doubling up to 64 KiB (at most 25%
+ * internal fragmentation, as jemalloc). Runs are whole 64 KiB pages, at least four objects each,
+ * so a class's objects sit at run start + k * size: a class whose size is a multiple of a power of
+ * two A serves allocations aligned to A.
+ */
+#include "internal.h"
+
+const uint32_t ta_class_size[TA_NCLASSES] = {
+	16,    32,    48,    64,    80,	   96,	  112,	 128,	160,   192,   224,
+	256,   320,   384,   448,   512,   640,	  768,	 896,	1024,  1280,  1536,
+	1792,  2048,  2560,  3072,  3584,  4096,  5120,	 6144,	7168,  8192,  10240,
+	12288, 14336, 16384, 20480, 24576, 28672, 32768, 40960, 49152, 57344, 65536,
+};
+
+/* ta_class_small_lut[(n + 15) >> 4] is the class of n for n <= 1024. */
+const uint8_t ta_class_small_lut[(1024 >> 4) + 1] = {
+	0,  0,	1,  2,	3,  4,	5,  6,	7,  8,	8,  9,	9,  10, 10, 11, 11, 12, 12, 12, 12, 13,
+	13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15, 16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17,
+	17, 17, 17, 17, 17, 18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19, 19,
+};
+
+/* Objects a thread may cache per tier and class: about 256 KiB, 4 to 256 objects. */
+const uint16_t ta_class_cache_cap[TA_NCLASSES] = {
+	256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256,
+	256, 256, 256, 256, 256, 204, 170, 146, 128, 102, 85,  73,  64,	 51,  42,
+	36,  32,  25,  21,  18,	 16,  12,  10,	9,   8,	  6,   5,   4,	 4,
+};
+
+unsigned ta_size_class_aligned(size_t size, size_t align)
+{
+	size_t want = size > align ? size : align;
+	if (want > TA_SMALL_MAX || align > TA_PAGE_SIZE)
+		return TA_NCLASSES;
+	for (unsigned cls = ta_size_class(want); cls < TA_NCLASSES; cls++)
+		if (ta_class_size[cls] % align == 0)
+			return cls;
+	return TA_NCLASSES;
+}
+
+unsigned ta_class_run_pages(unsigned cls)
+{
+	size_t bytes = (size_t)ta_class_size[cls] * 4;
+	if (bytes < TA_PAGE_SIZE)
+		bytes = TA_PAGE_SIZE;
+	return (unsigned)((bytes + TA_PAGE_SIZE - 1) / TA_PAGE_SIZE);
+}

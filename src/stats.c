@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Statistics and the control tree behind tieralloc_ctl_get/_set. Live bytes are exact at the
+ * moment of reading: the arenas' folded counters plus every registered thread's taken - stock.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+struct tier_totals {
+	uint64_t live, allocs, steered_in, explicit_allocs;
+};
+
+static void totals(unsigned t, struct tier_totals *out)
+{
+	int64_t live[TA_MAX_TIERS] = { 0 };
+	uint64_t cnt[TA_MAX_TIERS][3] = { { 0 } };
+	ta_tcache_sum(live, cnt);
+	struct ta_arena *a = &ta_arenas[t];
+	int64_t l = live[t] + atomic_load(&a->folded_live) + (int64_t)atomic_load(&a->large_live);
+	out->live = l > 0 ? (uint64_t)l : 0;
+	out->steered_in = atomic_load(&a->folded_steered_in) + cnt[t][1];
+	out->explicit_allocs = atomic_load(&a->folded_explicit) + cnt[t][2];
+	out->allocs = atomic_load(&a->folded_allocs) + cnt[t][0] + cnt[t][1] + cnt[t][2];
+}
+
+int ta_stats_tier(unsigned t, struct tieralloc_tier_stats *out)
+{
+	if (out == NULL || out->size < 2 * sizeof(uint32_t))
+		return -EINVAL;
+	struct tieralloc_tier_stats s;
+	memset(&s, 0, sizeof(s));
+	s.size = out->size < sizeof(s) ? out->size : (uint32_t)sizeof(s);
+	s.version = 1;
+	if (atomic_load(&ta_state) == TA_READY) {
+		if (t >= ta_ntiers)
+			return -EINVAL;
+		struct tier_totals tt;
+		totals(t, &tt);
+		struct ta_arena *a = &ta_arenas[t];
+		s.bytes_live = tt.live;
+		s.bytes_peak = atomic_load(&a->peak);
+		s.charged = atomic_load(&a->charged);
+		s.limit = atomic_load(&a->limit);
+		s.allocs = tt.allocs;
+		s.explicit_allocs = tt.explicit_allocs;
+		s.steered_in = tt.steered_in;
+		s.exhausted = atomic_load(&a->exhausted);
+		s.overflowed = atomic_load(&a->overflowed);
+		s.backend_failures = atomic_load(&a->backend_failures);
+	} else if (t != 0) {
+		return -EINVAL;
+	} else {
+		s.limit = UINT64_MAX;
+	}
+	memcpy(out, &s, s.size);
+	return 0;
+}
+
+static int put(void *out, size_t *len, const void *val, size_t size)
+{
+	if (out == NULL || len == NULL || *len != size)
+		return -EINVAL;
+	memcpy(out, val, size);
+	return 0;
+}
+
+static int put_u64(void *out, size_t *len, uint64_t v)
+{
+	return put(out, len, &v, sizeof(v));
+}
+
+static int put_u32(void *out, size_t *len, uint32_t v)
+{
+	return put(out, len, &v, sizeof(v));
+}
+
+static int put_str(void *out, size_t *len, const char *s)
+{
+	size_t n = strlen(s) + 1;
+	if (out == NULL || len == NULL || *len < n)
+		return -EINVAL;
+	memcpy(out, s, n);
+	*len = n;
+	return 0;
+}
+
+/* "tier.<t>.<rest>": the tier index, or -1; *rest points past the second dot. */
+static int parse_tier_name(const char *name, const char **rest)
+{
+	if (strncmp(name, "tier.", 5) != 0)
+		return -1;
+	const char *p = name + 5;
+	unsigned t = 0;
+	if (*p < '0' || *p > '9')
+		return -1;
+	while (*p >= '0' && *p <= '9' && t < 1000)
+		t = t * 10 + (unsigned)(*p++ - '0');
+	if (*p != '.')
+		return -1;
+	*rest = p + 1;
+	return (int)t;
+}
+
+int ta_ctl_get(const char *name, void *out, size_t *len)
+{
+	if (name == NULL)
+		return -EINVAL;
+	if (strcmp(name, "version") == 0) {
+		const char *v = tieralloc_version();
+		return put(out, len, &v, sizeof(v));
+	}
+	if (strcmp(name, "tiers") == 0)
+		return put_u32(out, len, (uint32_t)tieralloc_tier_count());
+	if (strcmp(name, "passthrough") == 0)
+		return put_u32(out, len, atomic_load(&ta_state) != TA_READY);
+	if (strncmp(name, "opt.", 4) == 0) {
+		for (unsigned i = 0; i < ta_opt_count; i++) {
+			if (strcmp(ta_opt_table[i].name, name + 4) != 0)
+				continue;
+			char val[300];
+			ta_opt_render(&ta_opt_table[i], &ta_opts, val, sizeof(val));
+			return put_str(out, len, val);
+		}
+		return -ENOENT;
+	}
+	const char *field;
+	int t = parse_tier_name(name, &field);
+	if (t < 0)
+		return -ENOENT;
+	struct tieralloc_tier_stats s = { .size = sizeof(s) };
+	static const struct {
+		const char *name;
+		size_t off;
+	} fields[] = {
+		{ "bytes_live", offsetof(struct tieralloc_tier_stats, bytes_live) },
+		{ "bytes_peak", offsetof(struct tieralloc_tier_stats, bytes_peak) },
+		{ "charged", offsetof(struct tieralloc_tier_stats, charged) },
+		{ "limit", offsetof(struct tieralloc_tier_stats, limit) },
+		{ "allocs", offsetof(struct tieralloc_tier_stats, allocs) },
+		{ "explicit_allocs", offsetof(struct tieralloc_tier_stats, explicit_allocs) },
+		{ "steered_in", offsetof(struct tieralloc_tier_stats, steered_in) },
+		{ "exhausted", offsetof(struct tieralloc_tier_stats, exhausted) },
+		{ "overflowed", offsetof(struct tieralloc_tier_stats, overflowed) },
+		{ "backend_failures", offsetof(struct tieralloc_tier_stats, backend_failures) },
+	};
+	if (strcmp(field, "capacity") == 0) {
+		struct tieralloc_tier_info info = { .size = sizeof(info) };
+		if (tieralloc_tier_info(t, &info) != 0)
+			return -ENOENT;
+		return put_u64(out, len, info.capacity);
+	}
+	for (unsigned i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		if (strcmp(fields[i].name, field) != 0)
+			continue;
+		if (ta_stats_tier((unsigned)t, &s) != 0)
+			return -ENOENT;
+		uint64_t v;
+		memcpy(&v, (const char *)&s + fields[i].off, sizeof(v));
+		return put_u64(out, len, v);
+	}
+	return -ENOENT;
+}
+
+int ta_ctl_set(const char *name, const void *in, size_t len)
+{
+	if (name == NULL)
+		return -EINVAL;
+	if (strcmp(name, "thread.flush") == 0) {
+		ta_tcache_flush_all_mine();
+		return 0;
+	}
+	const char *field;
+	int t = parse_tier_name(name, &field);
+	if (t >= 0 && strcmp(field, "limit") == 0) {
+		if (atomic_load(&ta_state) != TA_READY || (unsigned)t >= ta_ntiers)
+			return -ENOENT;
+		if (in == NULL || len != sizeof(uint64_t))
+			return -EINVAL;
+		uint64_t v;
+		memcpy(&v, in, sizeof(v));
+		atomic_store(&ta_arenas[t].limit, v);
+		return 0;
+	}
+	/* Every other known name is read-only. */
+	size_t dummy_len = 0;
+	int rc = ta_ctl_get(name, NULL, &dummy_len);
+	return rc == -ENOENT ? -ENOENT : -EPERM;
+}

@@ -1,0 +1,3 @@
+# Tests: unit tests link the core directly; integration tests run real programs under the preload.
+include tests/unit/local.mk
+include tests/integration/local.mk
