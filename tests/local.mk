@@ -1,3 +1,4 @@
 # Tests: unit tests link the core directly; integration tests run real programs under the preload.
 include tests/unit/local.mk
 include tests/integration/local.mk
+include tests/guest/local.mk

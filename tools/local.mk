@@ -1,0 +1,12 @@
+# tieralloc-run (the wrapper users start programs with) and its built-in workload.
+bin_SCRIPTS += tools/tieralloc-run
+CLEANFILES += tools/tieralloc-run
+EXTRA_DIST += tools/tieralloc-run.in
+tools/tieralloc-run: $(top_srcdir)/tools/tieralloc-run.in Makefile
+	$(AM_V_GEN)mkdir -p tools && sed -e 's|@libdir[@]|$(libdir)|g' \
+		-e 's|@libexecdir[@]|$(libexecdir)|g' $(top_srcdir)/tools/tieralloc-run.in > $@ && chmod +x $@
+
+tieralloc_demodir = $(libexecdir)/tieralloc
+tieralloc_demo_PROGRAMS = tools/tieralloc-demo
+tools_tieralloc_demo_SOURCES = tools/tieralloc-demo.c
+tools_tieralloc_demo_LDADD = $(DL_LIBS)

@@ -1,0 +1,19 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Install everything needed to build tieralloc and run all of its tests, guest tests included,
+# on Debian 12. Needs root (apt-get). Safe to run again.
+set -euo pipefail
+if [ "$(id -u)" != 0 ]; then
+	echo "install-deps: run as root (it uses apt-get)" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# build: toolchain, autotools, memkind and libnuma; peers for bench/: jemalloc
+# tests: the real programs the integration tests run, clang-format for the style check
+# guest: QEMU (TCG), busybox for the initramfs, cpio; the Debian kernel is fetched by tests/vm
+apt-get install -y -q --no-install-recommends \
+	build-essential autoconf automake libtool pkg-config \
+	libmemkind-dev libnuma-dev numactl libjemalloc-dev libjemalloc2 \
+	git sqlite3 perl python3 g++ clang-format gdb ca-certificates \
+	qemu-system-x86 busybox-static cpio kmod

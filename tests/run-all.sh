@@ -1,0 +1,124 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# Build tieralloc and run every test, in this order:
+#   1. release build with -Werror: make check (unit + integration tests under the preload)
+#   2. unit tests under ASan + UBSan (a separate build; the preload tests are left out there)
+#   3. style: clang-format check of every tracked C file
+#   4. guest tests: a QEMU guest with a CPU-less NUMA node and cgroup v2 (make check-guest)
+# Builds go to _build/<name> (VPATH). Ends with one line "N passed, N failed[, N skipped]" and exits
+# non-zero on any failure. Under CI=true a suite that cannot run counts as failed, never skipped.
+set -u
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$top"
+jobs=$(nproc 2>/dev/null || echo 2)
+passed=0
+failed=0
+skipped=0
+failures=()
+
+if [ -f config.status ]; then
+	echo "run-all: $top is configured in-tree; VPATH builds need 'make distclean' there first" >&2
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+fail() {
+	failed=$((failed + 1))
+	failures+=("$1")
+	echo "FAIL: $1"
+}
+
+# Add the counts of an automake test-suite summary (the "# PASS: n" lines) from a log.
+count_automake() {
+	local log=$1 what=$2 n
+	local p f s
+	p=$(awk '/^# PASS:/ {s += $3} /^# XFAIL:/ {s += $3} END {print s + 0}' "$log")
+	f=$(awk '/^# FAIL:/ {s += $3} /^# XPASS:/ {s += $3} /^# ERROR:/ {s += $3} END {print s + 0}' "$log")
+	s=$(awk '/^# SKIP:/ {s += $3} END {print s + 0}' "$log")
+	passed=$((passed + p))
+	failed=$((failed + f))
+	skipped=$((skipped + s))
+	[ "$f" -gt 0 ] && failures+=("$what: $f test(s)")
+	n=$((p + f + s))
+	[ "$n" -gt 0 ] || fail "$what: no test ran"
+}
+
+build() {
+	local name=$1
+	shift
+	local dir="$top/_build/$name"
+	mkdir -p "$dir"
+	echo "=== build $name: configure $*"
+	if ! (cd "$dir" && "$top/configure" -q "$@" >configure.out 2>&1); then
+		cat "$dir/configure.out"
+		fail "configure $name"
+		return 1
+	fi
+	if ! make -C "$dir" -j"$jobs" >"$dir/build.out" 2>&1; then
+		tail -40 "$dir/build.out"
+		fail "build $name"
+		return 1
+	fi
+}
+
+check() {
+	local name=$1 target=$2
+	local dir="$top/_build/$name"
+	echo "=== $name: make $target"
+	make -C "$dir" -j"$jobs" "$target" >"$dir/$target.out" 2>&1
+	local rc=$?
+	grep -E '^(PASS|FAIL|XFAIL|XPASS|ERROR|SKIP):' "$dir/$target.out"
+	if [ $rc -ne 0 ]; then
+		find "$dir" -name '*.log' -newer "$dir/build.out" -path '*tests*' -print0 |
+			xargs -0 -r grep -l -E '^(FAIL|ERROR)' | while read -r log; do
+			echo "--- $log"
+			tail -30 "$log"
+		done
+	fi
+	count_automake "$dir/$target.out" "$name $target"
+}
+
+echo "=== autogen"
+if ! ./autogen.sh >/dev/null 2>&1; then
+	fail "autogen"
+else
+	build default --enable-werror && check default check
+	build sanitize --enable-werror --enable-asan --enable-ubsan && check sanitize check
+fi
+
+echo "=== style: clang-format"
+bad=$(git ls-files '*.c' '*.h' '*.cc' | xargs -r clang-format --dry-run -Werror 2>&1 | grep -c 'error:' || true)
+if [ "$bad" = 0 ]; then
+	passed=$((passed + 1))
+	echo "PASS: clang-format"
+else
+	fail "clang-format: $bad place(s); run 'make format'"
+fi
+
+if [ -d "$top/_build/default" ] && [ -f "$top/_build/default/Makefile" ]; then
+	echo "=== guest tests"
+	out="$top/_build/default/check-guest.out"
+	make -C "$top/_build/default" check-guest 2>&1 | tee "$out"
+	rc=${PIPESTATUS[0]}
+	gp=$(grep -c '^PASS' "$out" || true)
+	gf=$(grep -c '^FAIL' "$out" || true)
+	gs=$(grep -c '^SKIP' "$out" || true)
+	passed=$((passed + gp))
+	failed=$((failed + gf))
+	[ "$gf" -gt 0 ] && failures+=("guest: $gf test(s)")
+	if [ "${CI:-}" = true ]; then
+		failed=$((failed + gs))
+		[ "$gs" -gt 0 ] && failures+=("guest: $gs skipped under CI")
+	else
+		skipped=$((skipped + gs))
+	fi
+	if [ "$rc" -ne 0 ] && [ "$gf" = 0 ]; then
+		fail "guest suite exited $rc"
+	fi
+	[ $((gp + gf + gs)) -gt 0 ] || fail "guest: no test ran"
+fi
+
+echo
+for f in "${failures[@]}"; do echo "failed: $f"; done
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]
