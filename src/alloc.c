@@ -11,6 +11,7 @@
  */
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -30,12 +31,30 @@ static inline struct ta_large_hdr *large_hdr(const void *p)
 	return (struct ta_large_hdr *)((uintptr_t)p - sizeof(struct ta_large_hdr));
 }
 
+/* Is the page holding addr mapped? mincore(2) fails with ENOMEM on an unmapped range. */
+static bool page_mapped(uintptr_t addr)
+{
+	unsigned char vec;
+	uintptr_t page = addr & ~(uintptr_t)4095;
+	return syscall(SYS_mincore, page, 4096UL, &vec) == 0 || errno != ENOMEM;
+}
+
 static bool large_valid(const void *p)
 {
 	/* Our large objects are at least 16-byte aligned and have a header before them. */
-	if (((uintptr_t)p & 15) != 0 || (uintptr_t)p < 4096)
+	uintptr_t a = (uintptr_t)p;
+	if ((a & 15) != 0 || a < 4096)
 		return false;
-	return large_hdr(p)->magic == (TA_LARGE_MAGIC ^ (uintptr_t)p);
+	/* The header of a page-aligned pointer is on the previous page, which for a pointer that is
+	 * not ours may not be mapped: ask before reading (only aligned large objects pay this). */
+	if ((a & 4095) < sizeof(struct ta_large_hdr)) {
+		int saved_errno = errno;
+		bool mapped = page_mapped(a - sizeof(struct ta_large_hdr));
+		errno = saved_errno;
+		if (!mapped)
+			return false;
+	}
+	return large_hdr(p)->magic == (TA_LARGE_MAGIC ^ a);
 }
 
 static void log_foreign(const void *p, const char *what)
@@ -187,6 +206,7 @@ static void *large_alloc_in(unsigned t, size_t size, size_t align, bool zero)
 	h->reserved = 0;
 	h->magic = TA_LARGE_MAGIC ^ (uintptr_t)user;
 	atomic_fetch_add(&ta_arenas[t].large_live, size);
+	ta_arena_note_peak(t);
 	return user;
 }
 

@@ -138,10 +138,16 @@ bool ta_arena_charge(unsigned tier, uint64_t bytes, bool force)
 		atomic_fetch_sub(&a->charged, bytes);
 		return false;
 	}
+	return true;
+}
+
+void ta_arena_note_peak(unsigned tier)
+{
+	struct ta_arena *a = &ta_arenas[tier];
+	uint64_t now = atomic_load_explicit(&a->charged, memory_order_relaxed);
 	uint64_t peak = atomic_load_explicit(&a->peak, memory_order_relaxed);
 	while (now > peak && !atomic_compare_exchange_weak(&a->peak, &peak, now))
 		;
-	return true;
 }
 
 void ta_arena_uncharge(unsigned tier, uint64_t bytes)

@@ -112,8 +112,7 @@ struct ta_topology {
 	uint64_t total_capacity;
 	uint64_t cpu_nodes; /* nodes with CPUs and memory */
 	uint64_t mem_nodes; /* nodes with memory */
-	const char
-	    *source; /* "TIERALLOC_TIERS", "memory_tiering", "cpu-less nodes", "single node" */
+	const char *source; /* "TIERALLOC_TIERS", "memory_tiering", "cpu-less nodes", "one tier" */
 };
 
 /* Parse a numactl node list ("0,2-3") into a mask. 0 or -EINVAL. */
@@ -233,6 +232,9 @@ static inline unsigned ta_chunk_class_of(const void *p)
 /* Charge bytes to the tier directly (large objects, threads without a cache): false when it
  * would pass the limit, unless force. */
 bool ta_arena_charge(unsigned tier, uint64_t bytes, bool force);
+/* After an allocation succeeded: raise the tier's peak to its charge. Not done when charging, so
+ * that a request that then fails (a huge size) leaves no trace. */
+void ta_arena_note_peak(unsigned tier);
 void ta_arena_uncharge(unsigned tier, uint64_t bytes);
 
 /* ---- tcache.c: per-thread caches ---- */

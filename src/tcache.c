@@ -102,6 +102,7 @@ bool ta_tcache_stock_refill(struct ta_tcache *tc, unsigned tier, uint64_t need, 
 	}
 	__atomic_store_n(&tc->stock[tier], tc->stock[tier] + (int64_t)amount, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->taken[tier], tc->taken[tier] + (int64_t)amount, __ATOMIC_RELAXED);
+	ta_arena_note_peak(tier);
 	return true;
 }
 
@@ -209,8 +210,16 @@ void ta_tcache_flush_all_mine(void)
 	for (unsigned t = 0; t < ta_ntiers; t++) {
 		for (unsigned c = 0; c < TA_NCLASSES; c++)
 			ta_tcache_flush_bin(tc, t, c, 0);
-		ta_tcache_stock_trim(tc, t);
+		int64_t give = tc->stock[t];
+		if (give > 0) {
+			atomic_fetch_sub(&ta_arenas[t].charged, (uint64_t)give);
+			__atomic_store_n(&tc->stock[t], 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&tc->taken[t], tc->taken[t] - give, __ATOMIC_RELAXED);
+		}
 	}
+	/* Look at the fastest tier again on the next allocation. */
+	tc->pref_tier = 0;
+	tc->pref_slot = 0;
 	tc->in_slow = 0;
 }
 

@@ -125,8 +125,6 @@ static bool node_has_cpus(const char *root, unsigned node)
 	ta_format(rel, sizeof(rel), "devices/system/node/node%u/cpulist", node);
 	sys_path(path, sizeof(path), root, rel);
 	ssize_t n = ta_read_file(path, text, sizeof(text));
-	uint64_t dummy;
-	(void)dummy;
 	return n > 0 && text[0] != '\n' && text[0] != '\0';
 }
 
@@ -268,7 +266,8 @@ static int parse_tiers_spec(const char *spec, uint64_t mem_nodes, struct ta_topo
 		}
 		for (unsigned i = 0; i < n; i++) {
 			if (strcmp(topo->tier[i].name, t->name) == 0) {
-				*why = "duplicate tier name";
+				*why =
+				    "duplicate tier name (a tier without a name is called tierN)";
 				return -EINVAL;
 			}
 		}
@@ -433,6 +432,10 @@ int ta_topo_parse_limits(const struct ta_topology *topo, const char *spec,
 		}
 		memcpy(num, eq + 1, nlen);
 		num[nlen] = '\0';
+		if (parsed[t] != UINT64_MAX) {
+			why = "tier given twice";
+			goto bad;
+		}
 		if (ta_parse_size(num, &parsed[t]) != 0) {
 			why = "bad size (e.g. 64K, 512M, 2G)";
 			goto bad;

@@ -1,0 +1,42 @@
+# Unit tests: C programs linked with the core's convenience library (every internal ta_* function
+# visible), one per module. They need no NUMA hardware, no root and no LD_PRELOAD, so they also run
+# in a build configured with --enable-asan --enable-ubsan (the SANITIZED conditional).
+unit_tests = \
+	tests/unit/test_env tests/unit/test_topo tests/unit/test_sizeclass tests/unit/test_boot \
+	tests/unit/test_api tests/unit/test_steering
+check_PROGRAMS += $(unit_tests)
+TESTS += $(unit_tests)
+
+unit_cppflags = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/lib
+unit_cflags = $(AM_CFLAGS) -pthread
+unit_ldadd = src/libtacore.la -lpthread
+
+tests_unit_test_env_SOURCES = tests/unit/test_env.c tests/lib/test.h
+tests_unit_test_env_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_env_CFLAGS = $(unit_cflags)
+tests_unit_test_env_LDADD = $(unit_ldadd)
+
+tests_unit_test_topo_SOURCES = tests/unit/test_topo.c tests/lib/test.h
+tests_unit_test_topo_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_topo_CFLAGS = $(unit_cflags)
+tests_unit_test_topo_LDADD = $(unit_ldadd)
+
+tests_unit_test_sizeclass_SOURCES = tests/unit/test_sizeclass.c tests/lib/test.h
+tests_unit_test_sizeclass_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_sizeclass_CFLAGS = $(unit_cflags)
+tests_unit_test_sizeclass_LDADD = $(unit_ldadd)
+
+tests_unit_test_boot_SOURCES = tests/unit/test_boot.c tests/lib/test.h
+tests_unit_test_boot_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_boot_CFLAGS = $(unit_cflags)
+tests_unit_test_boot_LDADD = $(unit_ldadd)
+
+tests_unit_test_api_SOURCES = tests/unit/test_api.c tests/lib/test.h
+tests_unit_test_api_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_api_CFLAGS = $(unit_cflags)
+tests_unit_test_api_LDADD = $(unit_ldadd)
+
+tests_unit_test_steering_SOURCES = tests/unit/test_steering.c tests/lib/test.h
+tests_unit_test_steering_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_steering_CFLAGS = $(unit_cflags)
+tests_unit_test_steering_LDADD = $(unit_ldadd)
