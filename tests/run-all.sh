@@ -98,8 +98,14 @@ fi
 if [ -d "$top/_build/default" ] && [ -f "$top/_build/default/Makefile" ]; then
 	echo "=== guest tests"
 	out="$top/_build/default/check-guest.out"
-	make -C "$top/_build/default" check-guest 2>&1 | tee "$out"
-	rc=${PIPESTATUS[0]}
+	# The runner's own self-test first (one boot): a broken runner should say so as such.
+	tests/vm/selftest.sh --quick >"$out.selftest" 2>&1
+	rc1=$?
+	grep -v 'passed, .* failed$' "$out.selftest" >"$out"
+	make -C "$top/_build/default" check-guest >>"$out" 2>&1
+	rc=$?
+	[ "$rc1" -ne 0 ] && rc=$rc1
+	grep -E '^(PASS|FAIL|SKIP)|error' "$out"
 	gp=$(grep -c '^PASS' "$out" || true)
 	gf=$(grep -c '^FAIL' "$out" || true)
 	gs=$(grep -c '^SKIP' "$out" || true)
