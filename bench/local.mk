@@ -1,0 +1,18 @@
+# Allocator benchmark (`make bench`): never part of a plain `make`, never gating.
+# bench-malloc is a check program: `make check` builds it for the smoke test (bench/smoke.sh),
+# `make bench` builds it and runs bench/run-bench.sh, which prints the comparison table.
+check_PROGRAMS += bench/bench-malloc
+bench_bench_malloc_SOURCES = bench/bench-malloc.c
+# No malloc/free builtins: gcc could otherwise pair up and drop an allocation it sees through.
+bench_bench_malloc_CFLAGS = $(AM_CFLAGS) $(MEMKIND_CFLAGS) -fno-builtin-malloc -fno-builtin-free \
+	-pthread
+bench_bench_malloc_LDADD = src/libtieralloc.la $(MEMKIND_LIBS) $(DL_LIBS) -lpthread
+# -no-install: a real binary (rpath to src/.libs), not a libtool wrapper script, so that
+# LD_PRELOAD reaches the benchmark itself and not a shell.
+bench_bench_malloc_LDFLAGS = -no-install
+EXTRA_DIST += bench/run-bench.sh bench/smoke.sh bench/README.md
+
+# BENCH_REPS=N repeats each cell N times (median reported); BENCH_ARGS passes options through.
+bench: bench/bench-malloc$(EXEEXT)
+	$(SHELL) $(top_srcdir)/bench/run-bench.sh --bin bench/bench-malloc$(EXEEXT) $(BENCH_ARGS)
+.PHONY: bench
