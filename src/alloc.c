@@ -21,9 +21,11 @@ struct ta_large_hdr {
 	uint64_t size;	 /* usable bytes */
 	uint32_t offset; /* user - raw */
 	uint32_t tier;
-	uint64_t reserved;
+	uint32_t aligned; /* allocated with an alignment above 16: never reallocated in place */
+	uint32_t reserved;
 };
-_Static_assert(sizeof(struct ta_large_hdr) <= TA_LARGE_HDR, "large header fits its slot");
+_Static_assert(sizeof(struct ta_large_hdr) == 32,
+	       "the header fits in front of the object in its line");
 #define TA_LARGE_MAGIC 0x7469657262696721ull /* "tierbig!" */
 
 static inline struct ta_large_hdr *large_hdr(const void *p)
@@ -62,6 +64,51 @@ static void log_foreign(const void *p, const char *what)
 	static _Atomic unsigned reported;
 	if (atomic_fetch_add(&reported, 1) < 8)
 		ta_log(TA_LOG_WARN, "%s(%p): pointer not allocated by tieralloc; ignored", what, p);
+}
+
+/* ---- charging outside the small-object fast paths ---- */
+
+/* Charge bytes to tier t for this thread: from its stock when it has a cache (most large
+ * allocations then touch no shared line), else straight to the tier. */
+static bool charge(struct ta_tcache *tc, unsigned t, uint64_t bytes, bool force)
+{
+	if (tc == NULL) {
+		if (!ta_arena_charge(t, bytes, force))
+			return false;
+		atomic_fetch_add(&ta_arenas[t].folded_live, (int64_t)bytes);
+		return true;
+	}
+	if (tc->stock[t] < (int64_t)bytes && !ta_tcache_stock_refill(tc, t, bytes, force))
+		return false;
+	__atomic_store_n(&tc->stock[t], tc->stock[t] - (int64_t)bytes, __ATOMIC_RELAXED);
+	return true;
+}
+
+static void uncharge(struct ta_tcache *tc, unsigned t, uint64_t bytes)
+{
+	if (tc == NULL) {
+		ta_arena_uncharge(t, bytes);
+		atomic_fetch_sub(&ta_arenas[t].folded_live, (int64_t)bytes);
+		return;
+	}
+	__atomic_store_n(&tc->stock[t], tc->stock[t] + (int64_t)bytes, __ATOMIC_RELAXED);
+	if (tc->stock[t] > tc->stock_high)
+		ta_tcache_stock_trim(tc, t);
+}
+
+/* slot: 0 placed as preferred, 1 steered in, 2 explicit. */
+static void count_alloc(struct ta_tcache *tc, unsigned t, unsigned slot)
+{
+	if (tc != NULL) {
+		__atomic_store_n(&tc->cnt[t][slot], tc->cnt[t][slot] + 1, __ATOMIC_RELAXED);
+		return;
+	}
+	struct ta_arena *a = &ta_arenas[t];
+	atomic_fetch_add(&a->folded_allocs, 1);
+	if (slot == 1)
+		atomic_fetch_add(&a->folded_steered_in, 1);
+	else if (slot == 2)
+		atomic_fetch_add(&a->folded_explicit, 1);
 }
 
 /* ---- small objects ---- */
@@ -127,8 +174,10 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
 			tc->pref_slot = slot;
 		}
 	}
-	if (p != NULL)
+	if (p != NULL) {
 		__atomic_store_n(&tc->stock[t], tc->stock[t] - csize, __ATOMIC_RELAXED);
+		ta_arena_note_peak(t);
+	}
 	finish_slow(tc);
 	return p;
 }
@@ -142,30 +191,29 @@ static void *small_alloc_nocache(unsigned cls, int want_tier)
 	for (unsigned pass = 0; pass < 2; pass++) {
 		for (unsigned t = first; t <= last; t++) {
 			bool force = want_tier >= 0 || (pass == 1 && t == last);
-			if (!ta_arena_charge(t, csize, force))
+			if (!charge(NULL, t, csize, force))
 				continue;
 			void *p;
 			if (ta_arena_fill(t, cls, &p, 1) == 1) {
-				struct ta_arena *a = &ta_arenas[t];
-				atomic_fetch_add(&a->folded_live, (int64_t)csize);
-				atomic_fetch_add(&a->folded_allocs, 1);
+				ta_arena_note_peak(t);
+				count_alloc(NULL, t, want_tier >= 0 ? 2 : t > first ? 1 : 0);
 				return p;
 			}
-			ta_arena_uncharge(t, csize);
+			uncharge(NULL, t, csize);
 		}
 	}
 	return NULL;
 }
 
-static void small_free_slow(struct ta_tcache *tc, int t, unsigned cls, void *p)
+__attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int t, unsigned cls,
+						      void *p)
 {
 	int64_t csize = ta_class_size[cls];
 	if (tc == NULL)
 		tc = ta_tcache_get();
 	if (tc == NULL) {
 		ta_arena_flush((unsigned)t, cls, &p, 1);
-		ta_arena_uncharge((unsigned)t, (uint64_t)csize);
-		atomic_fetch_sub(&ta_arenas[t].folded_live, csize);
+		uncharge(NULL, (unsigned)t, (uint64_t)csize);
 		return;
 	}
 	if (tc->in_slow) {
@@ -187,26 +235,35 @@ static void small_free_slow(struct ta_tcache *tc, int t, unsigned cls, void *p)
 	finish_slow(tc);
 }
 
-/* ---- large objects: straight from the tier's kind, 64-byte header in front ---- */
+/* ---- large objects: straight from the tier's kind, a header in front ---- */
+
+/*
+ * A plain large object starts 32 bytes into a cache line (16-byte alignment, as glibc gives), so
+ * that its 32-byte header shares the line the program touches first and is never on the previous
+ * page: telling our pointers from foreign ones then needs no system call (see large_valid).
+ * Aligned ones start `align` bytes into a block aligned to `align`.
+ */
+#define TA_LARGE_ROOM 96
 
 static void *large_alloc_in(unsigned t, size_t size, size_t align, bool zero)
 {
-	size_t off = align > TA_LARGE_HDR ? align : TA_LARGE_HDR;
-	size_t raw_align = align <= 16 ? 16 : off;
-	char *raw = ta_backend_alloc(t, size + off, raw_align, zero);
+	bool aligned = align > 16;
+	size_t room = aligned ? (align > TA_LARGE_HDR ? align : TA_LARGE_HDR) : TA_LARGE_ROOM;
+	char *raw = ta_backend_alloc(t, size + room, aligned ? room : 16, zero);
 	if (raw == NULL) {
 		atomic_fetch_add(&ta_arenas[t].backend_failures, 1);
 		return NULL;
 	}
-	char *user = raw + off;
+	char *user = raw + room;
+	if (!aligned)
+		user = (char *)((((uintptr_t)raw + 64) & ~(uintptr_t)63) + 32);
 	struct ta_large_hdr *h = large_hdr(user);
 	h->size = size;
-	h->offset = (uint32_t)off;
+	h->offset = (uint32_t)(user - raw);
 	h->tier = t;
+	h->aligned = aligned;
 	h->reserved = 0;
 	h->magic = TA_LARGE_MAGIC ^ (uintptr_t)user;
-	atomic_fetch_add(&ta_arenas[t].large_live, size);
-	ta_arena_note_peak(t);
 	return user;
 }
 
@@ -214,47 +271,50 @@ static void *large_alloc(size_t size, size_t align, int want_tier, bool zero)
 {
 	if (size > (size_t)PTRDIFF_MAX - 2 * (align > TA_LARGE_HDR ? align : TA_LARGE_HDR))
 		return NULL;
-	struct ta_tcache *tc = ta_tls;
+	struct ta_tcache *tc = ta_tcache_get();
 	if (tc != NULL)
 		tc->in_slow = 1;
 	void *p = NULL;
 	if (want_tier >= 0) {
 		unsigned t = (unsigned)want_tier;
-		ta_arena_charge(t, size, true);
+		charge(tc, t, size, true);
 		p = large_alloc_in(t, size, align, zero);
 		if (p == NULL)
-			ta_arena_uncharge(t, size);
+			uncharge(tc, t, size);
 		else
-			atomic_fetch_add(&ta_arenas[t].folded_explicit, 1);
+			count_alloc(tc, t, 2);
 		goto out;
 	}
-	bool steered = false;
+	unsigned slot = 0;
 	for (unsigned t = 0; t < ta_ntiers && p == NULL; t++) {
-		if (!ta_arena_charge(t, size, false)) {
+		if (!charge(tc, t, size, false)) {
 			atomic_fetch_add(&ta_arenas[t].exhausted, 1);
-			steered = true;
+			slot = 1;
 			continue;
 		}
 		p = large_alloc_in(t, size, align, zero);
 		if (p == NULL) {
-			ta_arena_uncharge(t, size);
-			steered = true;
-		} else if (steered && t > 0) {
-			atomic_fetch_add(&ta_arenas[t].folded_steered_in, 1);
+			uncharge(tc, t, size);
+			slot = 1;
+		} else {
+			count_alloc(tc, t, t > 0 ? slot : 0);
 		}
 	}
 	if (p == NULL) {
 		unsigned t = ta_ntiers - 1;
-		ta_arena_charge(t, size, true);
+		charge(tc, t, size, true);
 		p = large_alloc_in(t, size, align, zero);
-		if (p == NULL)
-			ta_arena_uncharge(t, size);
-		else
+		if (p == NULL) {
+			uncharge(tc, t, size);
+		} else {
 			atomic_fetch_add(&ta_arenas[t].overflowed, 1);
+			count_alloc(tc, t, 1);
+		}
 	}
 out:
+	/* Only now: a request that failed (a huge size) must leave no peak behind. */
 	if (p != NULL)
-		atomic_fetch_add(&ta_arenas[large_hdr(p)->tier].folded_allocs, 1);
+		ta_arena_note_peak(large_hdr(p)->tier);
 	if (tc != NULL)
 		finish_slow(tc);
 	return p;
@@ -270,6 +330,8 @@ static void large_free(void *p)
 		while (!atomic_compare_exchange_weak(&tc->deferred, &head, p));
 		return;
 	}
+	if (tc == NULL)
+		tc = ta_tcache_get();
 	struct ta_large_hdr *h = large_hdr(p);
 	unsigned t = h->tier;
 	size_t size = h->size;
@@ -278,10 +340,9 @@ static void large_free(void *p)
 	if (tc != NULL)
 		tc->in_slow = 1;
 	ta_backend_free(t, raw);
+	uncharge(tc, t, size);
 	if (tc != NULL)
 		finish_slow(tc);
-	ta_arena_uncharge(t, size);
-	atomic_fetch_sub(&ta_arenas[t].large_live, size);
 }
 
 /* ---- entry points ---- */
@@ -297,7 +358,8 @@ static void *real_alloc(size_t size, size_t align, bool zero)
 }
 
 /* Everything but malloc's fast path: states before init, tier choice, refills, large. */
-static void *alloc_impl(size_t size, size_t align, int want_tier, bool zero)
+__attribute__((noinline)) static void *alloc_impl(size_t size, size_t align, int want_tier,
+						  bool zero)
 {
 	int state = atomic_load_explicit(&ta_state, memory_order_acquire);
 	if (unlikely(state != TA_READY)) {
@@ -356,7 +418,7 @@ void *ta_malloc(size_t size)
 	return alloc_impl(size, 16, -1, false);
 }
 
-static void free_other(void *p)
+__attribute__((noinline)) static void free_other(void *p)
 {
 	if (ta_boot_owns(p))
 		return;
@@ -435,34 +497,35 @@ static void *large_realloc(void *p, size_t size)
 {
 	struct ta_large_hdr *h = large_hdr(p);
 	unsigned t = h->tier;
-	size_t old = h->size;
-	if (h->offset != TA_LARGE_HDR || size > (size_t)PTRDIFF_MAX - 2 * TA_LARGE_HDR)
+	size_t old = h->size, off = h->offset;
+	if (h->aligned || size > (size_t)PTRDIFF_MAX - TA_LARGE_ROOM)
 		return NULL;
-	if (size > old && !ta_arena_charge(t, size - old, false))
+	struct ta_tcache *tc = ta_tcache_get();
+	if (size > old && !charge(tc, t, size - old, false))
 		return NULL;
-	struct ta_tcache *tc = ta_tls;
 	if (tc != NULL)
 		tc->in_slow = 1;
 	h->magic = 0;
-	char *raw = ta_backend_realloc(t, (char *)p - TA_LARGE_HDR, size + TA_LARGE_HDR);
-	if (tc != NULL)
-		finish_slow(tc);
+	char *raw = ta_backend_realloc(t, (char *)p - off, size + TA_LARGE_ROOM);
 	if (raw == NULL) {
 		large_hdr(p)->magic = TA_LARGE_MAGIC ^ (uintptr_t)p;
 		if (size > old)
-			ta_arena_uncharge(t, size - old);
+			uncharge(tc, t, size - old);
+		if (tc != NULL)
+			finish_slow(tc);
 		return NULL;
 	}
-	char *user = raw + TA_LARGE_HDR;
+	/* The block moved with its header: the object keeps its offset. */
+	char *user = raw + off;
 	h = large_hdr(user);
 	h->size = size;
 	h->magic = TA_LARGE_MAGIC ^ (uintptr_t)user;
 	if (size < old)
-		ta_arena_uncharge(t, old - size);
-	if (size > old)
-		atomic_fetch_add(&ta_arenas[t].large_live, size - old);
+		uncharge(tc, t, old - size);
 	else
-		atomic_fetch_sub(&ta_arenas[t].large_live, old - size);
+		ta_arena_note_peak(t);
+	if (tc != NULL)
+		finish_slow(tc);
 	return user;
 }
 

@@ -189,12 +189,12 @@ struct ta_arena {
 	struct ta_chunk *cur;
 	struct ta_chunk *chunks;
 	_Atomic uint64_t nchunks;
-	/* Accounting: charged = live + every thread's stock. */
+	/* Accounting: charged = live + every thread's stock. Written on refills and trims only;
+	 * limit is read there too, so they share a line and the counters below get their own. */
 	_Atomic uint64_t charged __attribute__((aligned(64)));
 	_Atomic uint64_t limit;
-	_Atomic uint64_t peak;
-	_Atomic uint64_t large_live;
-	_Atomic int64_t folded_live; /* exited threads' live bytes */
+	_Atomic uint64_t peak __attribute__((aligned(64)));
+	_Atomic int64_t folded_live; /* exited threads' and cache-less charges */
 	_Atomic uint64_t folded_allocs;
 	_Atomic uint64_t folded_steered_in;
 	_Atomic uint64_t folded_explicit;

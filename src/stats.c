@@ -17,7 +17,7 @@ static void totals(unsigned t, struct tier_totals *out)
 	uint64_t cnt[TA_MAX_TIERS][3] = { { 0 } };
 	ta_tcache_sum(live, cnt);
 	struct ta_arena *a = &ta_arenas[t];
-	int64_t l = live[t] + atomic_load(&a->folded_live) + (int64_t)atomic_load(&a->large_live);
+	int64_t l = live[t] + atomic_load(&a->folded_live);
 	out->live = l > 0 ? (uint64_t)l : 0;
 	out->steered_in = atomic_load(&a->folded_steered_in) + cnt[t][1];
 	out->explicit_allocs = atomic_load(&a->folded_explicit) + cnt[t][2];

@@ -102,7 +102,6 @@ bool ta_tcache_stock_refill(struct ta_tcache *tc, unsigned tier, uint64_t need, 
 	}
 	__atomic_store_n(&tc->stock[tier], tc->stock[tier] + (int64_t)amount, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->taken[tier], tc->taken[tier] + (int64_t)amount, __ATOMIC_RELAXED);
-	ta_arena_note_peak(tier);
 	return true;
 }
 
