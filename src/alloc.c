@@ -589,9 +589,17 @@ static bool power_of_two(size_t x)
 
 void *ta_memalign(size_t align, size_t size)
 {
+	/* glibc rounds an alignment that is not a power of two up to one (and programs rely on
+	 * it under the preload); only posix_memalign rejects it. */
 	if (!power_of_two(align)) {
-		errno = EINVAL;
-		return NULL;
+		if (align > (SIZE_MAX >> 1) + 1) {
+			errno = EINVAL;
+			return NULL;
+		}
+		size_t p2 = 1;
+		while (p2 < align)
+			p2 <<= 1;
+		align = p2;
 	}
 	if (align <= 16)
 		return ta_malloc(size);

@@ -9,8 +9,9 @@
  *   - MEMKIND_REGULAR binds to every node with CPUs: used for a tier that is exactly those nodes;
  *   - MEMKIND_DAX_KMEM_ALL binds to MEMKIND_DAX_KMEM_NODES (memkind's kind for CPU-less memory);
  *   - MEMKIND_HBW_ALL binds to MEMKIND_HBW_NODES.
- * memkind reads those variables once, when a kind is first used, so they are set here, before
- * memkind_check_available(); a user's own MEMKIND_DAX_KMEM_NODES/MEMKIND_HBW_NODES is overridden.
+ * memkind reads those variables once, when a kind is first used, so they are set around
+ * memkind_check_available() and restored right after; a user's own value does not apply to the
+ * kinds tieralloc uses.
  * A tier no kind can express falls back to MEMKIND_DEFAULT (the kernel's default placement) with
  * one error line: its memory then lands wherever the task's policy puts it.
  */
@@ -29,6 +30,28 @@ enum { SLOT_DAX, SLOT_HBW, NSLOTS };
 static int kind_check(memkind_t kind)
 {
 	return memkind_check_available(kind);
+}
+
+/*
+ * Point memkind's kind at nodes through its environment variable, have it initialise the kind
+ * (it reads the variable once, then), and put the environment back as the program had it: the
+ * variable must not leak into the program's own environment or its children's.
+ */
+static int check_kind_with_nodes(memkind_t kind, const char *var, const char *nodes)
+{
+	static char saved[256];
+	const char *old = getenv(var);
+	bool had = old != NULL && strlen(old) < sizeof(saved);
+	if (had)
+		ta_format(saved, sizeof(saved), "%s", old);
+	if (setenv(var, nodes, 1) != 0)
+		return -ENOMEM;
+	int rc = kind_check(kind);
+	if (had)
+		setenv(var, saved, 1);
+	else
+		unsetenv(var);
+	return rc;
 }
 
 static void use_kind(unsigned t, memkind_t kind, const char *name, bool bound)
@@ -70,7 +93,7 @@ int ta_backend_init(const struct ta_topology *topo, struct ta_options *opts)
 			if (slot_used[s])
 				continue;
 			slot_used[s] = true;
-			if (setenv(slot_env[s], nodes, 1) != 0 || kind_check(slot_kind[s]) != 0) {
+			if (check_kind_with_nodes(slot_kind[s], slot_env[s], nodes) != 0) {
 				ta_log(TA_LOG_INFO, "tier %u (%s): %s with nodes %s unavailable", t,
 				       d->name, slot_name[s], nodes);
 				continue;

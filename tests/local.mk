@@ -2,3 +2,8 @@
 include tests/unit/local.mk
 include tests/integration/local.mk
 include tests/guest/local.mk
+
+# The benchmark's smoke run (every allocator gives usable memory); never its timings.
+if !SANITIZED
+TESTS += bench/smoke.sh
+endif

@@ -1,0 +1,174 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# TIERALLOC_* handling in a real preloaded process (the parser's table tests are unit tests;
+# this checks what a user sees): TIERALLOC_DISABLE=1 passes through; each bad value costs exactly
+# one warning line and changes nothing else; TIERALLOC_STRICT=1 turns a bad value into an exit
+# before main; TIERALLOC_SUMMARY appends per-tier lines with the pid; two tiers with a 1 MiB
+# limit on tier 0 steer a 64 MiB program into tier 1.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+BLOCKS=$(ta_prog prog_blocks)
+cd "$TA_WORK"
+
+"$BLOCKS" 8M 4K >plain.out 2>plain.err ||
+	ta_hard_error "prog_blocks failed without the preload"
+[[ -s plain.err ]] && ta_hard_error "prog_blocks wrote to stderr: $(cat plain.err)"
+
+# run NAME [VAR=value...] -- [ARGS...]: prog_blocks under the preload with that environment;
+# NAME.out, NAME.err, and the status in $rc.
+run()
+{
+	local name=$1
+	shift
+	local -a vars=()
+	while [[ $# -gt 0 && $1 != -- ]]; do
+		vars+=("$1")
+		shift
+	done
+	shift
+	[[ $# -gt 0 ]] || set -- 8M 4K
+	rc=0
+	ta_preloaded env "${vars[@]}" "$BLOCKS" "$@" >"$name.out" 2>"$name.err" || rc=$?
+}
+
+show()
+{
+	echo "--- stdout:" >&2
+	cat "$1.out" >&2
+	echo "--- stderr:" >&2
+	cat "$1.err" >&2
+}
+
+# --- pass-through ---
+echo "== TIERALLOC_DISABLE=1"
+run disable TIERALLOC_DISABLE=1 --
+if [[ $rc != 0 || -s disable.err ]] || ! cmp -s plain.out disable.out; then
+	show disable
+	ta_fail "TIERALLOC_DISABLE=1: status $rc, or output differs"
+fi
+run disable-tiers TIERALLOC_DISABLE=1 -- 1M 4K --tiers
+grep -qx 'tiers: count 1 first -22 last -22' disable-tiers.out ||
+	{ show disable-tiers; ta_fail "TIERALLOC_DISABLE=1: memory should be the C library's"; }
+run disable-show TIERALLOC_DISABLE=1 TIERALLOC_SHOW_CONFIG=1 --
+grep -qx 'tieralloc: config: pass-through' disable-show.err ||
+	{ show disable-show; ta_fail "TIERALLOC_DISABLE=1 TIERALLOC_SHOW_CONFIG=1: no pass-through line"; }
+for v in 1 yes on true YES; do
+	run disable-$v TIERALLOC_DISABLE=$v -- 1M 4K --tiers
+	grep -q 'first -22' disable-$v.out || ta_fail "TIERALLOC_DISABLE=$v is not pass-through"
+done
+
+# --- each bad value: exactly one warning, same output, same status ---
+bad_values=(
+	TIERALLOC_CHARGE_BATCH=4Q
+	TIERALLOC_CHARGE_BATCH=1K
+	TIERALLOC_CHARGE_BATCH=128M
+	TIERALLOC_CHARGE_BATCH=99999999999999999999K
+	"TIERALLOC_TIERS=0;9"
+	"TIERALLOC_TIERS=a=0;b=0;c=0;d=0"
+	"TIERALLOC_TIERS=0-"
+	TIERALLOC_PROCESS_LIMIT=foo
+	TIERALLOC_PROCESS_LIMIT=0=12Q
+	TIERALLOC_PROCESS_LIMIT=7=1M
+	TIERALLOC_LOG_LEVEL=loud
+	TIERALLOC_BOGUS=1
+	TIERALLOC_tiers=0
+	TIERALLOC_DISABLE=maybe
+	TIERALLOC_SHOW_CONFIG=2
+	TIERALLOC_STRICT=perhaps
+	"TIERALLOC_SUMMARY=/$(printf 'x%.0s' {1..300})"
+)
+n=0
+for kv in "${bad_values[@]}"; do
+	n=$((n + 1))
+	echo "== $kv"
+	run bad$n "$kv" --
+	warnings=$(grep -c '^tieralloc: warning: ' bad$n.err || true)
+	lines=$(wc -l <bad$n.err)
+	if [[ $rc != 0 || $warnings != 1 || $lines != 1 ]] || ! cmp -s plain.out bad$n.out; then
+		show bad$n
+		ta_fail "$kv: status $rc, $warnings warning(s) in $lines stderr line(s); expected" \
+			"status 0 and exactly one warning line, and the same output"
+	fi
+	name=${kv%%=*}
+	grep -q "$name" bad$n.err || { show bad$n; ta_fail "$kv: the warning does not name $name"; }
+done
+
+# Names that are not TIERALLOC_* options are none of our business.
+run foreign TIERALLOCX=1 TIERALLOC=1 tieralloc_disable=1 --
+[[ $rc == 0 && ! -s foreign.err ]] || { show foreign; ta_fail "non-TIERALLOC_ names warned about"; }
+
+# The log level is applied first, so that it governs the other options' warnings.
+run quiet TIERALLOC_LOG_LEVEL=error TIERALLOC_BOGUS=1 TIERALLOC_CHARGE_BATCH=4Q --
+if [[ $rc != 0 || -s quiet.err ]] || ! cmp -s plain.out quiet.out; then
+	show quiet
+	ta_fail "TIERALLOC_LOG_LEVEL=error did not silence the warnings"
+fi
+
+# Two bad values: two warnings.
+run two TIERALLOC_BOGUS=1 TIERALLOC_CHARGE_BATCH=4Q --
+[[ $(grep -c '^tieralloc: warning: ' two.err) == 2 ]] ||
+	{ show two; ta_fail "two bad values should give two warnings"; }
+
+# --- TIERALLOC_STRICT=1 ---
+for kv in TIERALLOC_CHARGE_BATCH=4Q TIERALLOC_BOGUS=1 "TIERALLOC_TIERS=0;9" \
+	TIERALLOC_DISABLE=maybe; do
+	echo "== TIERALLOC_STRICT=1 $kv"
+	run strict TIERALLOC_STRICT=1 "$kv" -- 8M 4K --pid
+	if [[ $rc == 0 || -s strict.out ]] || ! grep -q '^tieralloc: error: ' strict.err; then
+		show strict
+		ta_fail "TIERALLOC_STRICT=1 $kv: status $rc; expected a non-zero exit with an" \
+			"error line, before main (no output)"
+	fi
+done
+run strict-ok TIERALLOC_STRICT=1 TIERALLOC_CHARGE_BATCH=64K TIERALLOC_LOG_LEVEL=warn --
+if [[ $rc != 0 || -s strict-ok.err ]] || ! cmp -s plain.out strict-ok.out; then
+	show strict-ok
+	ta_fail "TIERALLOC_STRICT=1 with good values should run normally"
+fi
+
+# --- TIERALLOC_SUMMARY=<file> appends per-tier lines with the pid ---
+echo "== TIERALLOC_SUMMARY"
+summary=$TA_WORK/summary.txt
+run sum1 TIERALLOC_SUMMARY="$summary" -- 8M 4K --pid
+run sum2 TIERALLOC_SUMMARY="$summary" -- 8M 4K --pid
+pid1=$(sed -n 's/^pid //p' sum1.out)
+pid2=$(sed -n 's/^pid //p' sum2.out)
+for pid in "$pid1" "$pid2"; do
+	grep -Eq "^tieralloc-summary v=1 pid=$pid comm=prog_blocks tier=0 .* allocs=[1-9]" \
+		"$summary" || { cat "$summary" >&2; ta_fail "no summary line for pid $pid"; }
+done
+[[ $(wc -l <"$summary") == 2 && ! -s sum1.err ]] ||
+	{ cat "$summary" sum1.err >&2; ta_fail "expected one line per process (one tier)"; }
+run sum-stderr TIERALLOC_SUMMARY=stderr --
+grep -q '^tieralloc-summary v=1 ' sum-stderr.err || ta_fail "TIERALLOC_SUMMARY=stderr"
+
+# --- two tiers, 1 MiB on tier 0: 64 MiB in 4 KiB blocks lands mostly in tier 1 ---
+echo "== TIERALLOC_TIERS=\"0;0\" TIERALLOC_PROCESS_LIMIT=\"0=1M\""
+summary=$TA_WORK/summary-tiers.txt
+run tiers TIERALLOC_TIERS="0;0" TIERALLOC_PROCESS_LIMIT="0=1M" TIERALLOC_SUMMARY="$summary" \
+	-- 64M 4K --tiers
+[[ $rc == 0 && ! -s tiers.err ]] || { show tiers; ta_fail "two tiers: status $rc"; }
+grep -qx 'tiers: count 2 first 0 last 1' tiers.out ||
+	{ show tiers; ta_fail "two tiers: the first block should be in tier 0, the last in tier 1"; }
+grep -v '^tiers:' tiers.out | cmp -s - <("$BLOCKS" 64M 4K) ||
+	ta_fail "two tiers: output differs from the run without the preload"
+grep -Eq '^tieralloc-summary v=1 pid=[0-9]+ comm=prog_blocks tier=0 .* limit=1048576 ' \
+	"$summary" || { cat "$summary" >&2; ta_fail "tier 0 summary should show the 1 MiB limit"; }
+grep -Eq '^tieralloc-summary v=1 pid=[0-9]+ comm=prog_blocks tier=1 .* allocs=[1-9][0-9]* .*steered_in=[1-9]' \
+	"$summary" || { cat "$summary" >&2; ta_fail "tier 1 summary should show steered allocations"; }
+run tiers-show TIERALLOC_TIERS="0;0" TIERALLOC_SHOW_CONFIG=1 --
+grep -q '^tieralloc: config: tier 1 ' tiers-show.err ||
+	{ show tiers-show; ta_fail "TIERALLOC_SHOW_CONFIG=1 should list tier 1"; }
+# --- the preload must not change the program's environment (memkind reads its node variables) ---
+echo "== environment left as it was"
+for tiers in "" "0;0"; do
+	env -u LD_PRELOAD env | grep -v '^_=' | sort >env-plain.txt
+	TIERALLOC_TIERS=$tiers ta_preloaded env | grep -v -e '^_=' -e '^LD_PRELOAD=' \
+		-e '^TIERALLOC_TIERS=' | sort >env-preload.txt
+	diff -u env-plain.txt env-preload.txt >&2 ||
+		ta_fail "TIERALLOC_TIERS=\"$tiers\": the preloaded program sees a changed environment"
+done
+echo "all environment checks passed"
