@@ -9,9 +9,9 @@
  *   - MEMKIND_REGULAR binds to every node with CPUs: used for a tier that is exactly those nodes;
  *   - MEMKIND_DAX_KMEM_ALL binds to MEMKIND_DAX_KMEM_NODES (memkind's kind for CPU-less memory);
  *   - MEMKIND_HBW_ALL binds to MEMKIND_HBW_NODES.
- * memkind reads those variables once, when a kind is first used, so they are set around
- * memkind_check_available() and restored right after; a user's own value does not apply to the
- * kinds tieralloc uses.
+ * memkind reads those variables once, when a kind is first used, so tieralloc shows memkind its
+ * own value during memkind_check_available() (check_kind_with_nodes); a user's own value does not
+ * apply to the kinds tieralloc uses, and the program's environment is never changed.
  * A tier no kind can express falls back to MEMKIND_DEFAULT (the kernel's default placement) with
  * one error line: its memory then lands wherever the task's policy puts it.
  */
@@ -33,24 +33,34 @@ static int kind_check(memkind_t kind)
 }
 
 /*
- * Point memkind's kind at nodes through its environment variable, have it initialise the kind
- * (it reads the variable once, then), and put the environment back as the program had it: the
- * variable must not leak into the program's own environment or its children's.
+ * Point memkind's kind at nodes through its environment variable while memkind initialises the
+ * kind (it reads the variable once, then), without touching the program's environment: a private
+ * environ holding the variable and the program's other MEMKIND_* entries is swapped in for the
+ * call. setenv() is not used: some programs (bash) define their own, which does not write environ
+ * before their main() runs, and the variable would leak into the program and its children.
+ * Only the initialising thread runs here; another thread reading the environment at this moment
+ * would see the short list.
  */
+extern char **environ;
+
 static int check_kind_with_nodes(memkind_t kind, const char *var, const char *nodes)
 {
-	static char saved[256];
-	const char *old = getenv(var);
-	bool had = old != NULL && strlen(old) < sizeof(saved);
-	if (had)
-		ta_format(saved, sizeof(saved), "%s", old);
-	if (setenv(var, nodes, 1) != 0)
-		return -ENOMEM;
+	static char entry[192];
+	static char *private_env[64];
+	size_t vlen = strlen(var);
+	unsigned n = 0;
+	ta_format(entry, sizeof(entry), "%s=%s", var, nodes);
+	private_env[n++] = entry;
+	for (char **e = environ; e != NULL && *e != NULL && n + 1 < 64; e++) {
+		bool same = strncmp(*e, var, vlen) == 0 && (*e)[vlen] == '=';
+		if (strncmp(*e, "MEMKIND_", 8) == 0 && !same)
+			private_env[n++] = *e;
+	}
+	private_env[n] = NULL;
+	char **saved = environ;
+	environ = private_env;
 	int rc = kind_check(kind);
-	if (had)
-		setenv(var, saved, 1);
-	else
-		unsetenv(var);
+	environ = saved;
 	return rc;
 }
 

@@ -164,11 +164,18 @@ grep -q '^tieralloc: config: tier 1 ' tiers-show.err ||
 	{ show tiers-show; ta_fail "TIERALLOC_SHOW_CONFIG=1 should list tier 1"; }
 # --- the preload must not change the program's environment (memkind reads its node variables) ---
 echo "== environment left as it was"
+# bash too: it has its own setenv(), which once made memkind miss its variable.
 for tiers in "" "0;0"; do
-	env -u LD_PRELOAD env | grep -v '^_=' | sort >env-plain.txt
-	TIERALLOC_TIERS=$tiers ta_preloaded env | grep -v -e '^_=' -e '^LD_PRELOAD=' \
-		-e '^TIERALLOC_TIERS=' | sort >env-preload.txt
-	diff -u env-plain.txt env-preload.txt >&2 ||
-		ta_fail "TIERALLOC_TIERS=\"$tiers\": the preloaded program sees a changed environment"
+	for shell in "" "bash -c"; do
+		# shellcheck disable=SC2086 # $shell is a command prefix, split on purpose
+		env -u LD_PRELOAD $shell env | grep -v '^_=' | sort >env-plain.txt
+		# shellcheck disable=SC2086
+		TIERALLOC_TIERS=$tiers ta_preloaded $shell env 2>env-preload.err |
+			grep -v -e '^_=' -e '^LD_PRELOAD=' -e '^TIERALLOC_TIERS=' | sort >env-preload.txt
+		diff -u env-plain.txt env-preload.txt >&2 ||
+			ta_fail "TIERALLOC_TIERS=\"$tiers\" ${shell:-env}: the program's environment changed"
+		[[ ! -s env-preload.err ]] ||
+			{ cat env-preload.err >&2; ta_fail "TIERALLOC_TIERS=\"$tiers\" ${shell:-env}: stderr"; }
+	done
 done
 echo "all environment checks passed"
