@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "shm.h"
 
 struct ta_large_hdr {
 	uint64_t magic;	 /* TA_LARGE_MAGIC ^ user address: a foreign pointer will not match */
@@ -70,15 +71,15 @@ static void log_foreign(const void *p, const char *what)
 
 /* Charge bytes to tier t for this thread: from its stock when it has a cache (most large
  * allocations then touch no shared line), else straight to the tier. */
-static bool charge(struct ta_tcache *tc, unsigned t, uint64_t bytes, bool force)
+static bool charge(struct ta_tcache *tc, unsigned t, uint64_t bytes, int level, bool force)
 {
 	if (tc == NULL) {
-		if (!ta_arena_charge(t, bytes, force))
+		if (!ta_arena_charge(t, bytes, level, force))
 			return false;
 		atomic_fetch_add(&ta_arenas[t].folded_live, (int64_t)bytes);
 		return true;
 	}
-	if (tc->stock[t] < (int64_t)bytes && !ta_tcache_stock_refill(tc, t, bytes, force))
+	if (tc->stock[t] < (int64_t)bytes && !ta_tcache_stock_refill(tc, t, bytes, level, force))
 		return false;
 	__atomic_store_n(&tc->stock[t], tc->stock[t] - (int64_t)bytes, __ATOMIC_RELAXED);
 	return true;
@@ -94,6 +95,21 @@ static void uncharge(struct ta_tcache *tc, unsigned t, uint64_t bytes)
 	__atomic_store_n(&tc->stock[t], tc->stock[t] + (int64_t)bytes, __ATOMIC_RELAXED);
 	if (tc->stock[t] > tc->stock_high)
 		ta_tcache_stock_trim(tc, t);
+}
+
+/* A thread found tier t at its limit and moves on. */
+static void note_full(unsigned t)
+{
+	atomic_fetch_add(&ta_arenas[t].exhausted, 1);
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
+		atomic_fetch_add(&ta_shm.tiers[t].steered_away, 1);
+}
+
+static void note_overflow(unsigned t)
+{
+	atomic_fetch_add(&ta_arenas[t].overflowed, 1);
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
+		atomic_fetch_add(&ta_shm.tiers[t].overflowed, 1);
 }
 
 /* slot: 0 placed as preferred, 1 steered in, 2 explicit. */
@@ -141,30 +157,33 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
 	if (want_tier >= 0) {
 		t = (unsigned)want_tier;
 		if (tc->stock[t] < csize)
-			ta_tcache_stock_refill(tc, t, (uint64_t)csize, true);
+			ta_tcache_stock_refill(tc, t, (uint64_t)csize, TA_LIMIT_MAX, true);
 		p = bin_take(tc, t, cls);
 		if (p != NULL)
 			__atomic_store_n(&tc->cnt[t][2], tc->cnt[t][2] + 1, __ATOMIC_RELAXED);
 	} else {
+		/* The fastest tier within its high share, then within its max share. */
 		unsigned slot = 0;
-		for (t = 0; t < ta_ntiers; t++) {
-			if (tc->stock[t] >= csize ||
-			    ta_tcache_stock_refill(tc, t, (uint64_t)csize, false)) {
-				p = bin_take(tc, t, cls);
-				if (p != NULL)
-					break;
+		for (int level = TA_LIMIT_HIGH; level <= TA_LIMIT_MAX && p == NULL; level++) {
+			for (t = 0; t < ta_ntiers; t++) {
+				if (tc->stock[t] >= csize ||
+				    ta_tcache_stock_refill(tc, t, (uint64_t)csize, level, false)) {
+					p = bin_take(tc, t, cls);
+					if (p != NULL)
+						break;
+				}
+				note_full(t);
+				slot = 1;
 			}
-			atomic_fetch_add(&ta_arenas[t].exhausted, 1);
-			slot = 1;
 		}
-		if (p == NULL) {
-			/* Every tier is at its limit: overflow into the last one. */
+		if (p == NULL && !ta_quota_enomem) {
+			/* Every tier is at its max: overflow into the last one. */
 			t = ta_ntiers - 1;
 			if (tc->stock[t] < csize)
-				ta_tcache_stock_refill(tc, t, (uint64_t)csize, true);
+				ta_tcache_stock_refill(tc, t, (uint64_t)csize, TA_LIMIT_MAX, true);
 			p = bin_take(tc, t, cls);
 			if (p != NULL)
-				atomic_fetch_add(&ta_arenas[t].overflowed, 1);
+				note_overflow(t);
 		}
 		if (p != NULL) {
 			if (t == 0)
@@ -188,10 +207,14 @@ static void *small_alloc_nocache(unsigned cls, int want_tier)
 	uint64_t csize = ta_class_size[cls];
 	unsigned first = want_tier >= 0 ? (unsigned)want_tier : 0;
 	unsigned last = want_tier >= 0 ? (unsigned)want_tier : ta_ntiers - 1;
-	for (unsigned pass = 0; pass < 2; pass++) {
+	for (int level = TA_LIMIT_HIGH; level <= TA_LIMIT_MAX + 1; level++) {
 		for (unsigned t = first; t <= last; t++) {
-			bool force = want_tier >= 0 || (pass == 1 && t == last);
-			if (!charge(NULL, t, csize, force))
+			/* The round after MAX is the overflow into the last tier. */
+			bool force = want_tier >= 0 || (level > TA_LIMIT_MAX && t == last);
+			if (level > TA_LIMIT_MAX && (!force || (want_tier < 0 && ta_quota_enomem)))
+				continue;
+			if (!charge(NULL, t, csize, level > TA_LIMIT_MAX ? TA_LIMIT_MAX : level,
+				    force))
 				continue;
 			void *p;
 			if (ta_arena_fill(t, cls, &p, 1) == 1) {
@@ -277,7 +300,7 @@ static void *large_alloc(size_t size, size_t align, int want_tier, bool zero)
 	void *p = NULL;
 	if (want_tier >= 0) {
 		unsigned t = (unsigned)want_tier;
-		charge(tc, t, size, true);
+		charge(tc, t, size, TA_LIMIT_MAX, true);
 		p = large_alloc_in(t, size, align, zero);
 		if (p == NULL)
 			uncharge(tc, t, size);
@@ -286,28 +309,30 @@ static void *large_alloc(size_t size, size_t align, int want_tier, bool zero)
 		goto out;
 	}
 	unsigned slot = 0;
-	for (unsigned t = 0; t < ta_ntiers && p == NULL; t++) {
-		if (!charge(tc, t, size, false)) {
-			atomic_fetch_add(&ta_arenas[t].exhausted, 1);
-			slot = 1;
-			continue;
-		}
-		p = large_alloc_in(t, size, align, zero);
-		if (p == NULL) {
-			uncharge(tc, t, size);
-			slot = 1;
-		} else {
-			count_alloc(tc, t, t > 0 ? slot : 0);
+	for (int level = TA_LIMIT_HIGH; level <= TA_LIMIT_MAX && p == NULL; level++) {
+		for (unsigned t = 0; t < ta_ntiers && p == NULL; t++) {
+			if (!charge(tc, t, size, level, false)) {
+				note_full(t);
+				slot = 1;
+				continue;
+			}
+			p = large_alloc_in(t, size, align, zero);
+			if (p == NULL) {
+				uncharge(tc, t, size);
+				slot = 1;
+			} else {
+				count_alloc(tc, t, t > 0 ? slot : 0);
+			}
 		}
 	}
-	if (p == NULL) {
+	if (p == NULL && !ta_quota_enomem) {
 		unsigned t = ta_ntiers - 1;
-		charge(tc, t, size, true);
+		charge(tc, t, size, TA_LIMIT_MAX, true);
 		p = large_alloc_in(t, size, align, zero);
 		if (p == NULL) {
 			uncharge(tc, t, size);
 		} else {
-			atomic_fetch_add(&ta_arenas[t].overflowed, 1);
+			note_overflow(t);
 			count_alloc(tc, t, 1);
 		}
 	}
@@ -501,7 +526,7 @@ static void *large_realloc(void *p, size_t size)
 	if (h->aligned || size > (size_t)PTRDIFF_MAX - TA_LARGE_ROOM)
 		return NULL;
 	struct ta_tcache *tc = ta_tcache_get();
-	if (size > old && !charge(tc, t, size - old, false))
+	if (size > old && !charge(tc, t, size - old, TA_LIMIT_MAX, false))
 		return NULL;
 	if (tc != NULL)
 		tc->in_slow = 1;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "shm.h"
 
 struct ta_arena ta_arenas[TA_MAX_TIERS];
 uint8_t *ta_chunk_map;
@@ -129,12 +130,17 @@ void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n)
 	pthread_mutex_unlock(&b->lock);
 }
 
-bool ta_arena_charge(unsigned tier, uint64_t bytes, bool force)
+bool ta_arena_charge(unsigned tier, uint64_t bytes, int level, bool force)
 {
 	struct ta_arena *a = &ta_arenas[tier];
 	uint64_t limit = atomic_load_explicit(&a->limit, memory_order_relaxed);
 	uint64_t now = atomic_fetch_add(&a->charged, bytes) + bytes;
 	if (now > limit && !force) {
+		atomic_fetch_sub(&a->charged, bytes);
+		return false;
+	}
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire) &&
+	    !ta_shm_charge(tier, bytes, level, force)) {
 		atomic_fetch_sub(&a->charged, bytes);
 		return false;
 	}
@@ -153,6 +159,8 @@ void ta_arena_note_peak(unsigned tier)
 void ta_arena_uncharge(unsigned tier, uint64_t bytes)
 {
 	atomic_fetch_sub(&ta_arenas[tier].charged, bytes);
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
+		ta_shm_uncharge(tier, bytes);
 }
 
 /* Fork: take every arena lock so that the child sees consistent lists, in one fixed order. */

@@ -6,6 +6,7 @@
  * A bad value costs one warning and keeps the default; TIERALLOC_STRICT=1 makes it fatal.
  */
 #include <string.h>
+#include <strings.h>
 #include <sys/auxv.h>
 
 #include "internal.h"
@@ -29,6 +30,15 @@ const struct ta_opt_desc ta_opt_table[] = {
 	  "bytes a thread charges at once (4K..64M); bounds the limit overshoot" },
 	{ "SUMMARY", TA_OPT_STRING, "",
 	  "at exit, append a per-tier summary to this file, or \"stderr\"; empty: none" },
+	{ "SHM_NAME", TA_OPT_STRING, "",
+	  "shared segment for the quotas; empty: one per cgroup; \"off\": this process alone" },
+	{ "TIER_LIMITS", TA_OPT_STRING, "",
+	  "fixed per-tier limits of the container: \"0.max=4G;cxl.high=3G\" (min, low, high, "
+	  "max)" },
+	{ "SPLIT", TA_OPT_STRING, "",
+	  "split the cgroup's limits by these weights, not by capacity: \"0=75;1=25\"" },
+	{ "ON_FULL", TA_OPT_ENUM, "lowest",
+	  "every tier at its max: \"lowest\" places in the last tier anyway, \"enomem\" fails" },
 };
 const unsigned ta_opt_count = sizeof(ta_opt_table) / sizeof(ta_opt_table[0]);
 
@@ -187,8 +197,20 @@ static void apply(struct ta_options *opts, const struct ta_opt_desc *d, const ch
 				    sizeof(opts->process_limit));
 		else if (strcmp(d->name, "SUMMARY") == 0)
 			copy_string(opts, d, value, opts->summary, sizeof(opts->summary));
+		else if (strcmp(d->name, "SHM_NAME") == 0)
+			copy_string(opts, d, value, opts->shm_name, sizeof(opts->shm_name));
+		else if (strcmp(d->name, "TIER_LIMITS") == 0)
+			copy_string(opts, d, value, opts->tier_limits, sizeof(opts->tier_limits));
+		else if (strcmp(d->name, "SPLIT") == 0)
+			copy_string(opts, d, value, opts->split, sizeof(opts->split));
 		return;
 	case TA_OPT_ENUM:
+		if (strcasecmp(value, "lowest") == 0)
+			opts->on_full_enomem = false;
+		else if (strcasecmp(value, "enomem") == 0)
+			opts->on_full_enomem = true;
+		else
+			bad_value(opts, d->name, value, "expected lowest or enomem", d->def);
 		return;
 	}
 }
@@ -264,5 +286,13 @@ size_t ta_opt_render(const struct ta_opt_desc *d, const struct ta_options *o, ch
 		return ta_format(buf, n, "%llu", (unsigned long long)o->charge_batch);
 	if (strcmp(d->name, "SUMMARY") == 0)
 		return ta_format(buf, n, "%s", o->summary);
+	if (strcmp(d->name, "SHM_NAME") == 0)
+		return ta_format(buf, n, "%s", o->shm_name);
+	if (strcmp(d->name, "TIER_LIMITS") == 0)
+		return ta_format(buf, n, "%s", o->tier_limits);
+	if (strcmp(d->name, "SPLIT") == 0)
+		return ta_format(buf, n, "%s", o->split);
+	if (strcmp(d->name, "ON_FULL") == 0)
+		return ta_format(buf, n, "%s", o->on_full_enomem ? "enomem" : "lowest");
 	return ta_format(buf, n, "?");
 }

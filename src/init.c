@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "shm.h"
 
 extern char **environ;
 
@@ -50,6 +51,28 @@ static void fork_child(void)
 {
 	ta_arena_fork_child();
 	ta_tcache_fork_child();
+	/* The child's heap is the parent's: its slot starts charged with it. */
+	uint64_t charged[TA_MAX_TIERS] = { 0 };
+	for (unsigned t = 0; t < ta_ntiers; t++)
+		charged[t] = atomic_load(&ta_arenas[t].charged);
+	ta_shm_fork_child(charged);
+}
+
+/* Join the cgroup's shared segment, unless TIERALLOC_SHM_NAME=off. */
+static void attach_quotas(void)
+{
+	ta_quota_init(&ta_topo, &ta_opts);
+	if (strcmp(ta_opts.shm_name, "off") == 0)
+		return;
+	struct ta_cgroup cg;
+	if (ta_cgroup_self("", &cg) != 0) {
+		memset(&cg, 0, sizeof(cg));
+		ta_format(cg.key, sizeof(cg.key), "machine");
+	}
+	char name[128];
+	ta_shm_name(&cg, &ta_topo, ta_opts.shm_name, name, sizeof(name));
+	if (ta_shm_attach(name, &cg, &ta_topo) == 0)
+		ta_shm_refresh_limits(true);
 }
 
 static void show_config(void)
@@ -128,6 +151,7 @@ int ta_init(void)
 		ta_log(TA_LOG_WARN, "cannot set up allocator metadata; passing through to libc");
 		return finish(TA_PASSTHROUGH);
 	}
+	attach_quotas();
 	/* Registered after memkind's: prepare handlers run in reverse, so ours run first. */
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	return finish(TA_READY);

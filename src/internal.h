@@ -75,6 +75,10 @@ struct ta_options {
 	char tiers[256];	 /* raw TIERALLOC_TIERS, "" = discover */
 	char process_limit[256]; /* raw TIERALLOC_PROCESS_LIMIT, resolved against the tiers */
 	char summary[256];	 /* "", "stderr" or a file to append to */
+	char shm_name[128];	 /* TIERALLOC_SHM_NAME: "" per cgroup, "off" local only */
+	char tier_limits[256];	 /* TIERALLOC_TIER_LIMITS, resolved by quota.c */
+	char split[128];	 /* TIERALLOC_SPLIT, resolved by quota.c */
+	bool on_full_enomem;	 /* TIERALLOC_ON_FULL=enomem */
 	unsigned nerrors;	 /* bad values seen (for TIERALLOC_STRICT) */
 };
 
@@ -229,9 +233,10 @@ static inline unsigned ta_chunk_class_of(const void *p)
 	return c->page_class[(a & (TA_CHUNK_SIZE - 1)) >> TA_PAGE_SHIFT];
 }
 
-/* Charge bytes to the tier directly (large objects, threads without a cache): false when it
- * would pass the limit, unless force. */
-bool ta_arena_charge(unsigned tier, uint64_t bytes, bool force);
+/* Charge bytes to the tier: this process's limit (TIERALLOC_PROCESS_LIMIT), then the cgroup's
+ * limit of this level (TA_LIMIT_HIGH or TA_LIMIT_MAX) in the shared segment. False when either
+ * would be passed, unless force. Called on stock refills, large objects and cache-less threads. */
+bool ta_arena_charge(unsigned tier, uint64_t bytes, int level, bool force);
 /* After an allocation succeeded: raise the tier's peak to its charge. Not done when charging, so
  * that a request that then fails (a huge size) leaves no trace. */
 void ta_arena_note_peak(unsigned tier);
@@ -269,7 +274,8 @@ void ta_tcache_retire(struct ta_tcache *tc);
 /* Give all but keep of a bin's objects back to the central list. */
 void ta_tcache_flush_bin(struct ta_tcache *tc, unsigned tier, unsigned cls, unsigned keep);
 /* Refill the thread's stock for tier; false when the tier's limit forbids it. */
-bool ta_tcache_stock_refill(struct ta_tcache *tc, unsigned tier, uint64_t need, bool force);
+bool ta_tcache_stock_refill(struct ta_tcache *tc, unsigned tier, uint64_t need, int level,
+			    bool force);
 void ta_tcache_stock_trim(struct ta_tcache *tc, unsigned tier);
 void ta_tcache_drain_deferred(struct ta_tcache *tc);
 /* Sum of the live tcaches' counters into per-tier totals. */

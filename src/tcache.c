@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "shm.h"
 
 __thread struct ta_tcache *ta_tls __attribute__((tls_model("initial-exec")));
 static __thread bool tls_retired __attribute__((tls_model("initial-exec")));
@@ -91,13 +92,16 @@ struct ta_tcache *ta_tcache_get(void)
 	return tc;
 }
 
-bool ta_tcache_stock_refill(struct ta_tcache *tc, unsigned tier, uint64_t need, bool force)
+bool ta_tcache_stock_refill(struct ta_tcache *tc, unsigned tier, uint64_t need, int level,
+			    bool force)
 {
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
+		ta_shm_refresh_limits(false);
 	uint64_t amount = need + ta_charge_batch;
 	/* Not a whole batch left: maybe the last bytes before the limit. */
-	if (!ta_arena_charge(tier, amount, force)) {
+	if (!ta_arena_charge(tier, amount, level, force)) {
 		amount = need;
-		if (!ta_arena_charge(tier, amount, false))
+		if (!ta_arena_charge(tier, amount, level, false))
 			return false;
 	}
 	__atomic_store_n(&tc->stock[tier], tc->stock[tier] + (int64_t)amount, __ATOMIC_RELAXED);
@@ -110,7 +114,7 @@ void ta_tcache_stock_trim(struct ta_tcache *tc, unsigned tier)
 	int64_t give = tc->stock[tier] - (int64_t)ta_charge_batch;
 	if (give <= 0)
 		return;
-	atomic_fetch_sub(&ta_arenas[tier].charged, (uint64_t)give);
+	ta_arena_uncharge(tier, (uint64_t)give);
 	__atomic_store_n(&tc->stock[tier], tc->stock[tier] - give, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->taken[tier], tc->taken[tier] - give, __ATOMIC_RELAXED);
 }
@@ -171,7 +175,7 @@ void ta_tcache_retire(struct ta_tcache *tc)
 			ta_tcache_flush_bin(tc, t, c, 0);
 		/* Return the whole stock: live bytes stay charged, folded into the arena. */
 		if (tc->stock[t] > 0)
-			atomic_fetch_sub(&ta_arenas[t].charged, (uint64_t)tc->stock[t]);
+			ta_arena_uncharge(t, (uint64_t)tc->stock[t]);
 		tc->taken[t] -= tc->stock[t];
 		tc->stock[t] = 0;
 	}
@@ -211,7 +215,7 @@ void ta_tcache_flush_all_mine(void)
 			ta_tcache_flush_bin(tc, t, c, 0);
 		int64_t give = tc->stock[t];
 		if (give > 0) {
-			atomic_fetch_sub(&ta_arenas[t].charged, (uint64_t)give);
+			ta_arena_uncharge(t, (uint64_t)give);
 			__atomic_store_n(&tc->stock[t], 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&tc->taken[t], tc->taken[t] - give, __ATOMIC_RELAXED);
 		}

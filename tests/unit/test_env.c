@@ -395,9 +395,10 @@ static void test_mixed(void)
  * (ta_opt_render is what "opt.<name>" and TIERALLOC_SHOW_CONFIG print). */
 static void test_table(void)
 {
-	static const char *const rendered[] = { "0", "0", "0", "warn", "", "", "262144", "" };
-	expect_eq(ta_opt_count, 8);
-	for (unsigned i = 0; i < ta_opt_count && i < 8; i++) {
+	static const char *const rendered[] = { "0",	  "0", "0", "warn", "", "",
+						"262144", "",  "",  "",	    "", "lowest" };
+	expect_eq(ta_opt_count, 12);
+	for (unsigned i = 0; i < ta_opt_count && i < 12; i++) {
 		const struct ta_opt_desc *d = &ta_opt_table[i];
 		test_context("table row %s", d->name);
 		for (unsigned k = 0; k < i; k++)

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared-memory segment of one cgroup: every tieralloc process of the cgroup charges its
+ * per-tier usage here, and the CLI (and later the agent) read it. This header is the single source
+ * of truth for the layout; tests pin the sizes and offsets below.
+ *
+ * Rules:
+ * - Only fixed-width integers and lock-free atomics; no pointers, bool, enum or implicit padding.
+ *   No process-shared lock: a process killed while holding it would wedge the whole container.
+ * - Name: "/tieralloc-v<MAJOR>-<key>-t<tiers>" in /dev/shm, key "cg<inode>" for a cgroup v2
+ *   directory (the id BPF reports), "v1-<hash of the memory cgroup path>" on cgroup v1, "machine"
+ *   without cgroups; <tiers> a hash of the tiers' node sets, so that processes that disagree on
+ *   the tiers do not share quotas. TIERALLOC_SHM_NAME overrides it (shared by whoever names it).
+ * - Mode 0600, owned by the creating user: a segment owned by anyone else is refused.
+ * - The creator fills the header, then release-stores state = TA_SHM_READY; an attacher
+ *   acquire-waits for it a bounded time. Bad magic, major version, sizes or owner: local-only
+ *   accounting and one warning.
+ * - A minor version only appends fields (growing header_size, tier_size or slot_size); readers use
+ *   the smaller of their size and the segment's. A major version changes the name, so two layouts
+ *   can live side by side.
+ * - Every index read from the segment is bounds-checked against the reader's own maxima.
+ */
+#ifndef TIERALLOC_SHM_ABI_H
+#define TIERALLOC_SHM_ABI_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TA_SHM_MAGIC	 0x31306d6873726574ull /* "tershm01" little-endian */
+#define TA_SHM_ABI_MAJOR 1
+#define TA_SHM_ABI_MINOR 0
+#define TA_SHM_MAX_TIERS 3
+#define TA_SHM_MAX_SLOTS 256 /* processes of one cgroup attached at once */
+#define TA_SHM_PATH_MAX	 256
+
+enum { TA_SHM_INIT = 0, TA_SHM_READY = 1 };
+
+/* Limit kinds, in the order of the tier record's limit[] array. */
+enum { TA_LIMIT_MIN = 0, TA_LIMIT_LOW = 1, TA_LIMIT_HIGH = 2, TA_LIMIT_MAX = 3, TA_NLIMITS = 4 };
+#define TA_SHM_UNLIMITED UINT64_MAX
+
+/* One per tier: the cgroup's limits split by the tier's share, and what was charged. */
+struct ta_shm_tier {
+	_Atomic uint64_t limit[TA_NLIMITS]; /* bytes; TA_SHM_UNLIMITED when none */
+	_Atomic uint64_t charged;	    /* sum of the live slots' charges */
+	_Atomic uint64_t peak;		    /* highest charge seen */
+	_Atomic uint64_t observed;	    /* kernel's usage on the tier's nodes (numa_stat) */
+	_Atomic uint64_t observed_at_ns;    /* CLOCK_REALTIME of that reading, 0: never */
+	_Atomic uint64_t steered_away;	    /* a thread found the tier at high/max and moved on */
+	_Atomic uint64_t overflowed;	    /* placed here although every tier was at max */
+	_Atomic uint64_t exhausted;	    /* charges refused at max */
+	_Atomic uint64_t reclaimed;	    /* charges taken back from dead processes */
+	_Atomic uint64_t capacity;	    /* bytes: the tier's nodes' MemTotal */
+	_Atomic uint64_t nodes;		    /* NUMA node mask of the tier */
+	_Atomic uint32_t share_ppm;	    /* capacity / total capacity (or TIERALLOC_SPLIT) */
+	uint32_t reserved0;
+	char name[32];
+	uint64_t reserved[5];
+};
+
+/* One per attached process. pid 0 = free. */
+struct ta_shm_slot {
+	_Atomic uint32_t pid;
+	uint32_t reserved0;
+	_Atomic uint64_t start_time; /* /proc/<pid>/stat field 22: tells a reused pid apart */
+	_Atomic uint64_t charged[TA_SHM_MAX_TIERS];
+	uint64_t reserved[3];
+};
+
+struct ta_shm_header {
+	uint64_t magic;
+	uint16_t abi_major;
+	uint16_t abi_minor;
+	uint32_t header_size;
+	uint64_t seg_size;
+	uint32_t max_slots;
+	uint32_t max_tiers;
+	uint32_t slot_size;
+	uint32_t slots_off;
+	uint32_t tier_size;
+	uint32_t tiers_off;
+	_Atomic uint32_t state;
+	uint32_t creator_pid;
+	uint64_t cgroup_id;		 /* v2: the directory's inode; 0 otherwise */
+	_Atomic uint64_t generation;	 /* bumped whenever limits change */
+	_Atomic uint64_t limits_read_ns; /* CLOCK_MONOTONIC of the last read of the cgroup files */
+	_Atomic uint32_t ntiers;
+	uint32_t cgroup_version;	   /* 2, 1, or 0 for none */
+	char cgroup_path[TA_SHM_PATH_MAX]; /* "/sys/fs/cgroup/..." or "" */
+	uint64_t reserved[7];
+};
+
+#define TA_SHM_TIERS_OFF 512
+#define TA_SHM_SLOTS_OFF (TA_SHM_TIERS_OFF + TA_SHM_MAX_TIERS * 192)
+#define TA_SHM_SEG_SIZE	 (TA_SHM_SLOTS_OFF + TA_SHM_MAX_SLOTS * 64)
+
+_Static_assert(sizeof(struct ta_shm_tier) == 192, "tier record size is ABI");
+_Static_assert(sizeof(struct ta_shm_slot) == 64, "slot size is ABI");
+_Static_assert(sizeof(struct ta_shm_header) == 400, "header size is ABI");
+_Static_assert(sizeof(struct ta_shm_header) <= TA_SHM_TIERS_OFF, "header fits before the tiers");
+_Static_assert(offsetof(struct ta_shm_header, state) == 48, "state offset is ABI");
+_Static_assert(offsetof(struct ta_shm_header, cgroup_path) == 88, "path offset is ABI");
+_Static_assert(offsetof(struct ta_shm_tier, charged) == 32, "charged offset is ABI");
+_Static_assert(offsetof(struct ta_shm_slot, charged) == 16, "slot charges offset is ABI");
+_Static_assert(TA_SHM_SLOTS_OFF % 64 == 0, "slots are cache-line aligned");
+
+#endif /* TIERALLOC_SHM_ABI_H */

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The per-cgroup shared segment (src/shm.c) and the per-tier quota configuration (src/quota.c).
+ */
+#ifndef TA_SHM_H
+#define TA_SHM_H
+
+#include "cgroup.h"
+#include "internal.h"
+#include "tieralloc/shm_abi.h"
+
+struct ta_shm {
+	_Atomic bool active; /* attached and charging; false: local accounting only */
+	bool created;
+	struct ta_shm_header *hdr;
+	struct ta_shm_tier *tiers;
+	struct ta_shm_slot *slots;
+	struct ta_shm_slot *mine;
+	size_t size;
+	char name[128];
+	struct ta_cgroup cg;
+};
+
+extern struct ta_shm ta_shm;
+
+/* ---- shm.c ---- */
+/* Check a mapped segment's header against its size: 0, or -EINVAL with a reason. */
+int ta_shm_validate(const void *seg, size_t size, const char **why);
+/* "/tieralloc-v1-<cgroup key>-t<tiers fingerprint>", or the override. */
+void ta_shm_name(const struct ta_cgroup *cg, const struct ta_topology *topo, const char *override,
+		 char *buf, size_t n);
+/* Create or attach, claim a slot. On failure: one warning, ta_shm stays inactive. */
+int ta_shm_attach(const char *name, const struct ta_cgroup *cg, const struct ta_topology *topo);
+/* Charge the cgroup's tier against its limit of this level (TA_LIMIT_HIGH or TA_LIMIT_MAX). */
+bool ta_shm_charge(unsigned tier, uint64_t bytes, int level, bool force);
+void ta_shm_uncharge(unsigned tier, uint64_t bytes);
+/* Re-read the cgroup's limits at most once a second per cgroup (now: unconditionally). */
+void ta_shm_refresh_limits(bool now);
+/* Take back the charges of slots whose process is gone; returns how many. */
+unsigned ta_shm_reclaim_dead(struct ta_shm *shm);
+void ta_shm_fork_child(const uint64_t charged[TA_MAX_TIERS]);
+/* /proc/<pid>/stat start time (clock ticks since boot), 0 if unreadable. */
+uint64_t ta_proc_start_time(int pid);
+
+/* ---- quota.c: TIERALLOC_TIER_LIMITS, TIERALLOC_SPLIT, TIERALLOC_ON_FULL ---- */
+int ta_quota_init(const struct ta_topology *topo, struct ta_options *opts);
+/* A fixed value for tier t's limit kind k from TIERALLOC_TIER_LIMITS: true and *out, or false. */
+bool ta_quota_override(unsigned t, unsigned k, uint64_t *out);
+/* The share used to split the cgroup's limits: TIERALLOC_SPLIT or the tier's capacity share. */
+uint32_t ta_quota_share(unsigned t);
+/* true: fail an allocation when every tier is at its max (TIERALLOC_ON_FULL=enomem). */
+extern bool ta_quota_enomem;
+
+#endif /* TA_SHM_H */
