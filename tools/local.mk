@@ -10,3 +10,9 @@ tieralloc_demodir = $(libexecdir)/tieralloc
 tieralloc_demo_PROGRAMS = tools/tieralloc-demo
 tools_tieralloc_demo_SOURCES = tools/tieralloc-demo.c
 tools_tieralloc_demo_LDADD = $(DL_LIBS)
+
+# tieralloc-stat reads the shared segments: the validation and cgroup code, not the allocator
+# (linking the core would start an allocator, and a segment, in the tool itself).
+bin_PROGRAMS += tools/tieralloc-stat
+tools_tieralloc_stat_SOURCES = tools/tieralloc-stat.c src/shm_abi.c src/cgroup.c src/topo.c \
+	src/log.c src/env.c

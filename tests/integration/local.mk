@@ -22,7 +22,7 @@ EXTRA_DIST += tests/run-preload.sh tests/integration/lib.sh \
 	tests/integration/test_git.sh tests/integration/test_perl.sh \
 	tests/integration/test_python.sh tests/integration/test_sort.sh \
 	tests/integration/test_sqlite.sh tests/integration/test_tar.sh \
-	tests/integration/test_twotier.sh
+	tests/integration/test_twotier.sh tests/integration/test_stat.sh
 
 # A sanitizer runtime wants malloc for itself: no LD_PRELOAD tests in a sanitized build.
 if !SANITIZED
@@ -78,6 +78,7 @@ tests_integration_prog_cxx_LDFLAGS = $(ta_it_ldflags)
 TESTS += $(ta_it_progs) \
 	tests/integration/test_env.sh \
 	tests/integration/test_twotier.sh \
+	tests/integration/test_stat.sh \
 	tests/integration/test_cxx.sh \
 	tests/integration/test_python.sh \
 	tests/integration/test_git.sh \
