@@ -29,7 +29,9 @@ scale=1
 stat=best
 bands="small medium large"
 threads_list="1 2"
-allocs="jemalloc glibc memkind memkind-detect tieralloc"
+# tieralloc-local: the same allocator with its per-cgroup quota segment turned off
+# (TIERALLOC_SHM_NAME=off): the difference is what charging the shared quota costs.
+allocs="jemalloc glibc memkind memkind-detect tieralloc tieralloc-local"
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -92,6 +94,9 @@ ops_for() { # steps of a band (bench-malloc's defaults), times --ops-scale
 attempt() { # alloc band threads ops -> stdout of bench-malloc, its exit status
 	if [ "$1" = jemalloc ]; then
 		LD_PRELOAD=$je "$bin" --alloc "$1" --band "$2" --threads "$3" --ops "$4" 2>"$tmp/err"
+	elif [ "$1" = tieralloc-local ]; then
+		TIERALLOC_SHM_NAME=off "$bin" --alloc tieralloc --band "$2" --threads "$3" --ops "$4" \
+			2>"$tmp/err"
 	else
 		"$bin" --alloc "$1" --band "$2" --threads "$3" --ops "$4" 2>"$tmp/err"
 	fi
@@ -194,9 +199,9 @@ function ratio(a, b) { return (a == "" || b == "" || b == 0) ? "n/a" : sprintf("
 }
 END {
 	na = split(allocs, A, " "); nb = split(bands, B, " "); nt = split(threads, T, " ")
-	hdr = sprintf("%-7s %-8s %9s %9s %9s %16s %10s %19s %17s", "band", "threads",
-		"jemalloc", "glibc", "memkind", "memkind(detect)", "tieralloc",
-		"tieralloc/jemalloc", "memkind/jemalloc")
+	hdr = sprintf("%-7s %-8s %9s %9s %9s %16s %10s %10s %19s %17s %12s", "band", "threads",
+		"jemalloc", "glibc", "memkind", "memkind(detect)", "tieralloc", "ta(local)",
+		"tieralloc/jemalloc", "memkind/jemalloc", "quota cost")
 	print hdr
 	for (i = 1; i <= nb; i++) for (j = 1; j <= nt; j++) {
 		for (k = 1; k <= na; k++) {
@@ -204,9 +209,11 @@ END {
 			m[A[k]] = (key in failed) ? "" : median(vals[key])
 			cell[A[k]] = (key in failed) ? "fail" : fmt(m[A[k]])
 		}
-		printf("%-7s %-8s %9s %9s %9s %16s %10s %19s %17s\n", B[i], T[j], cell["jemalloc"],
-			cell["glibc"], cell["memkind"], cell["memkind-detect"], cell["tieralloc"],
-			ratio(m["tieralloc"], m["jemalloc"]), ratio(m["memkind"], m["jemalloc"]))
+		printf("%-7s %-8s %9s %9s %9s %16s %10s %10s %19s %17s %12s\n", B[i], T[j],
+			cell["jemalloc"], cell["glibc"], cell["memkind"], cell["memkind-detect"],
+			cell["tieralloc"], cell["tieralloc-local"],
+			ratio(m["tieralloc"], m["jemalloc"]), ratio(m["memkind"], m["jemalloc"]),
+			ratio(m["tieralloc"], m["tieralloc-local"]))
 	}
 	print ""
 	print "spread of the runs, (max - min) / median, in percent:"
