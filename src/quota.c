@@ -94,11 +94,15 @@ static int parse_split(const struct ta_topology *topo, const char *spec, const c
 			return -EINVAL;
 		}
 		for (; q < p + len; q++) {
-			if (*q < '0' || *q > '9' || w > 1000000) {
+			if (*q < '0' || *q > '9') {
 				*why = "weights are whole numbers up to 1000000";
 				return -EINVAL;
 			}
 			w = w * 10 + (uint64_t)(*q - '0');
+			if (w > 1000000) {
+				*why = "weights are whole numbers up to 1000000";
+				return -EINVAL;
+			}
 		}
 		weight[t] = w;
 		seen[t] = true;

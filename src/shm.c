@@ -221,6 +221,13 @@ static bool process_alive(uint32_t pid, uint64_t start_time)
 {
 	if (syscall(SYS_kill, (int)pid, 0) != 0 && errno == ESRCH)
 		return false;
+	/* A zombie's memory is gone although kill() still finds it. */
+	char path[64], text[256];
+	ta_format(path, sizeof(path), "/proc/%u/stat", pid);
+	ssize_t n = ta_read_file(path, text, sizeof(text));
+	const char *state = n > 0 ? strrchr(text, ')') : NULL;
+	if (state != NULL && state[1] == ' ' && (state[2] == 'Z' || state[2] == 'X'))
+		return false;
 	uint64_t now_start = ta_proc_start_time((int)pid);
 	/* Unreadable (another pid namespace): trust kill(). A different start time: pid reused. */
 	return now_start == 0 || start_time == 0 || now_start == start_time;
@@ -234,7 +241,11 @@ unsigned ta_shm_reclaim_dead(struct ta_shm *shm)
 	for (unsigned i = 0; i < slot_count(shm); i++) {
 		struct ta_shm_slot *s = slot_at(shm, i);
 		uint32_t pid = atomic_load(&s->pid);
-		if (pid == 0 || s == shm->mine || process_alive(pid, atomic_load(&s->start_time)))
+		if (pid == 0 || pid == UINT32_MAX || s == shm->mine)
+			continue;
+		/* Our own pid in another slot: the image before an exec (its heap is gone). */
+		bool stale = pid == (uint32_t)getpid() && shm->mine != NULL;
+		if (!stale && process_alive(pid, atomic_load(&s->start_time)))
 			continue;
 		/* Whoever moves the slot from the dead pid to a marker owns the clean-up. */
 		if (!atomic_compare_exchange_strong(&s->pid, &pid, UINT32_MAX))
@@ -348,17 +359,22 @@ void ta_shm_refresh_limits(bool now)
 	bool changed = false;
 	for (unsigned t = 0; t < ta_ntiers; t++) {
 		struct ta_shm_tier *r = &ta_shm.tiers[t];
-		uint64_t cap = atomic_load(&r->capacity);
+		uint64_t cap = atomic_load(&r->capacity), v[TA_NLIMITS];
 		for (unsigned k = 0; k < TA_NLIMITS; k++) {
-			uint64_t v;
-			if (!ta_quota_override(t, k, &v))
-				v = ta_cgroup_split(cg[k], ta_quota_share(t));
+			if (!ta_quota_override(t, k, &v[k]))
+				v[k] = ta_cgroup_split(cg[k], ta_quota_share(t));
 			/* No limit anywhere means the tier's capacity. */
-			if (k >= TA_LIMIT_HIGH && v > cap)
-				v = cap;
-			if (atomic_exchange(&r->limit[k], v) != v)
-				changed = true;
+			if (k >= TA_LIMIT_HIGH && v[k] > cap)
+				v[k] = cap;
 		}
+		/* Steering tries high first: a high above max (memory.high is "max" by default)
+		 * would let the max pass unchecked. */
+		if (v[TA_LIMIT_HIGH] > v[TA_LIMIT_MAX])
+			v[TA_LIMIT_HIGH] = v[TA_LIMIT_MAX];
+		for (unsigned k = 0; k < TA_NLIMITS; k++)
+			if (atomic_exchange(&r->limit[k], v[k]) != v[k])
+				changed = true;
+		atomic_store(&r->share_ppm, ta_quota_share(t));
 	}
 	if (changed)
 		atomic_fetch_add(&h->generation, 1);
@@ -379,7 +395,11 @@ void ta_shm_fork_child(const uint64_t charged[TA_MAX_TIERS])
 		return;
 	}
 	for (unsigned t = 0; t < ta_ntiers; t++) {
-		atomic_fetch_add(&ta_shm.tiers[t].charged, charged[t]);
+		struct ta_shm_tier *r = &ta_shm.tiers[t];
+		uint64_t now = atomic_fetch_add(&r->charged, charged[t]) + charged[t];
 		atomic_store(&ta_shm.mine->charged[t], charged[t]);
+		uint64_t peak = atomic_load(&r->peak);
+		while (now > peak && !atomic_compare_exchange_weak(&r->peak, &peak, now))
+			;
 	}
 }

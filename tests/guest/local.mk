@@ -2,14 +2,18 @@
 check_PROGRAMS += tests/guest/placement
 tests_guest_placement_SOURCES = tests/guest/placement.c
 tests_guest_placement_LDADD = src/libtacore.la
-EXTRA_DIST += tests/guest/suite.sh
+EXTRA_DIST += tests/guest/suite.sh tests/guest/quota.sh
 
 GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
-check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES)
+check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat
 	$(GUEST_RUN) --timeout 600 --with-python3 \
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
 		--include $(abs_top_builddir)/tests/guest/placement \
+		--include $(abs_top_builddir)/tests/quota/quota_hog \
+		--include $(abs_top_builddir)/tests/quota/shm_peek \
+		--include $(abs_top_builddir)/tools/tieralloc-stat \
+		--include $(abs_top_srcdir)/tests/guest/quota.sh \
 		--include $(abs_top_srcdir)/tests/guest/suite.sh -- \
 		$(abs_top_srcdir)/tests/guest/suite.sh $(abs_top_builddir) $(abs_top_srcdir)
 .PHONY: check-guest

@@ -93,4 +93,6 @@ else
 		fail python.tier0_limit_respected "tier0 live $l0, tier1 live $l1"
 	fi
 fi
+# 5. Per-cgroup, per-tier quotas (issue 4): limits from memory.*, residency, fairness.
+sh "$S/tests/guest/quota.sh" "$B" "$S" || failed=1
 exit $failed

@@ -1,0 +1,334 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The per-cgroup, per-tier quotas in the two-tier guest (issue 4): node 0 (CPUs, ~1 GiB) is tier
+# 0, the CPU-less node 1 (~1 GiB) tier 1, cgroup v2. Run by suite.sh as root, busybox sh.
+# Usage: quota.sh BUILDDIR SRCDIR. Prints "PASS name" / "FAIL name: why"; exit 1 on failure.
+#
+#   quota.limits    a cgroup's memory.{min,low,high,max} split by the tiers' capacity shares, as
+#                   tieralloc-stat --json shows them for its segment (key cg<inode>); changed
+#                   limits are re-read while the program runs; TIERALLOC_SPLIT splits 75/25.
+#   quota.residency memory.max 384M (tier-0 max = 384M x share0, ~188M): 288 MiB allocated in
+#                   4 KiB blocks and touched: the cgroup's anon memory on node 0 (memory.numa_stat
+#                   N0) grows by the tier-0 max within TOL, on node 1 by the rest.
+#   quota.fairness  cgroups A and B, memory.max 384M each, started one after the other and both
+#                   holding 288 MiB: each one's N0 grows by its own tier-0 max (within TOL),
+#                   whichever starts first (A then B, B then A). The same without quotas
+#                   (TIERALLOC_SHM_NAME=off) is reported, not checked.
+# Growth: from before the workload (the program started, one explicit block in each tier) to its
+# end. What a process has before its first blocks is charged to no tier: tieralloc's metadata,
+# and memkind's arenas, set up at the first block of each tier (with this guest's
+# transparent_hugepage=always, ~30 MiB on node 0 for tier 0's kind and ~18 MiB more for tier
+# 1's); the report shows it ("at start"). TOL = 16 MiB: the kernel also counts what is not a
+# block (chunk headers, memkind's metadata as its arenas grow, stacks), and a tier's charge stops
+# short of its max by the threads' unused stock (< 2 x 264 KiB here).
+B=$1
+PRELOAD=$B/preload/.libs/libtieralloc-preload.so
+HOG=$B/tests/quota/quota_hog
+PEEK=$B/tests/quota/shm_peek
+STAT=$B/tools/tieralloc-stat
+W=/tmp/quota
+M=1048576
+TOL=$((16 * M))
+# The workload of residency and fairness: WORK MiB in cgroups with memory.max CGMAX MiB. The
+# margin (96 MiB) covers what each process has besides its blocks (~50 MiB once both tiers'
+# memkind kinds are set up, see above): without it the kernel's OOM killer ends the workload.
+CGMAX=384
+WORK=288
+failed=0
+pass() { echo "PASS $1"; }
+fail() {
+	echo "FAIL $1: $2"
+	failed=1
+}
+mib() { echo "$(($1 / M))M"; }
+
+rm -rf $W
+mkdir -p $W
+for f in "$PRELOAD" "$HOG" "$PEEK" "$STAT"; do
+	if [ ! -x "$f" ] && [ ! -f "$f" ]; then
+		fail quota.setup "$f missing (make check builds it; check-guest includes it)"
+		exit 1
+	fi
+done
+
+# cg_new NAME MAX: a fresh cgroup with that memory.max.
+cg_new() {
+	cg=/sys/fs/cgroup/$1
+	[ -d $cg ] && rmdir $cg
+	mkdir $cg && echo "$2" >$cg/memory.max
+}
+
+# hog_start NAME FD CGROUP [VAR=value...]: quota_hog in CGROUP under the preload, its commands
+# through a FIFO held open on FD (3..9), replies in $W/NAME.out.
+hog_start() {
+	name=$1
+	fd=$2
+	cgdir=$3
+	shift 3
+	rm -f $W/$name.in
+	mkfifo $W/$name.in
+	: >$W/$name.out
+	eval "exec $fd<>$W/$name.in"
+	# "echo 0" moves the writing process: the subshell that then becomes the hog.
+	(echo 0 >"$cgdir/cgroup.procs" && exec env "$@" LD_PRELOAD="$PRELOAD" "$HOG" \
+		<$W/$name.in >$W/$name.out 2>$W/$name.err) &
+	eval "pid_$name=\$!"
+	eval "fd_$name=$fd"
+	eval "cg_$name=$cgdir"
+	eval "n_$name=0"
+}
+
+# hog_cmd NAME CMD: send, wait for the reply line, leave it in $REPLY. A guard of 300 s
+# against a hung program, not a timing check.
+# shellcheck disable=SC2154 # n and pid are set through eval
+hog_cmd() {
+	eval "fd=\$fd_$1; n=\$((n_$1 + 1)); n_$1=\$n; pid=\$pid_$1"
+	echo "$2" >&"$fd"
+	tries=0
+	while [ "$(wc -l <$W/$1.out)" -lt "$n" ]; do
+		if ! kill -0 "$pid" 2>/dev/null || [ $tries -ge 3000 ]; then
+			REPLY=
+			eval "c=\$cg_$1"
+			echo "hog $1: no reply to '$2'; its cgroup's events: $(tr '\n' ' ' <"$c/memory.events");" \
+				"stderr:"
+			cat $W/$1.err
+			return 1
+		fi
+		sleep 0.1
+		tries=$((tries + 1))
+	done
+	REPLY=$(sed -n "${n}p" $W/$1.out)
+}
+
+hog_quit() {
+	eval "fd=\$fd_$1; pid=\$pid_$1"
+	echo quit >&"$fd"
+	wait "$pid"
+	eval "exec $fd>&-"
+	rm -f $W/$1.in
+}
+
+# warm NAME: one explicit block in each tier, so that both tiers' memkind kinds are set up before
+# the baseline is read.
+warm() { hog_cmd "$1" "tier 0 4K" && hog_cmd "$1" "tier 1 4K"; }
+
+# kv LINE KEY: the value of KEY in a "key=value ..." line.
+kv() { echo "$1" | sed -n "s/^\(.* \)\{0,1\}$2=\([^ ]*\).*/\2/p"; }
+
+# seg_of CGROUP: the name of the cgroup's segment in /dev/shm.
+seg_of() {
+	for f in /dev/shm/tieralloc-v1-cg"$(stat -c %i "$1")"-t*; do
+		[ -e "$f" ] && echo "${f#/dev/shm/}"
+		return
+	done
+}
+
+# anon CGROUP: "N0 N1", the cgroup's anon bytes on nodes 0 and 1.
+anon() { sed -n 's/^anon N0=\([0-9]*\) N1=\([0-9]*\).*/\1 \2/p' "$1/memory.numa_stat"; }
+
+# peek_tier SEG TIER KEY
+peek_tier() { kv "$("$PEEK" "$1" | grep "^tier=$2 ")" "$3"; }
+
+# within A B TOL: |A - B| <= TOL
+within() { [ $(($1 > $2 ? $1 - $2 : $2 - $1)) -le "$3" ]; }
+
+# ---------------------------------------------------------------- quota.limits
+cg_new tq-limits 512M
+echo 384M >$cg/memory.high
+echo 128M >$cg/memory.low
+echo 64M >$cg/memory.min
+hog_start lim 3 $cg
+hog_cmd lim pid
+seg=$(seg_of $cg)
+echo "segment of $cg (inode $(stat -c %i $cg)): /$seg"
+"$STAT" --name "/$seg"
+# expected: python3 checks the JSON against the cgroup's files and the tiers' capacities.
+check_limits() {
+	"$STAT" --json --name "/$seg" >$W/stat.json
+	python3 - "$W/stat.json" "$1" "$2" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+cg = sys.argv[2]
+want_ppm = [int(x) for x in sys.argv[3].split(",")] if sys.argv[3] else None
+seg = doc["segments"][0]
+bad = []
+def val(f):
+    t = open(cg + "/" + f).read().split()[0]
+    return 2**64 - 1 if t == "max" else int(t)
+limits = {k: val("memory." + k) for k in ("min", "low", "high", "max")}
+tiers = seg["tiers"]
+total = sum(t["capacity"] for t in tiers)
+if seg["cgroup"]["path"] != cg or seg["cgroup"]["version"] != 2:
+    bad.append("cgroup %r" % seg["cgroup"])
+for i, t in enumerate(tiers):
+    share = t["capacity"] * 1000000 // total
+    ppm = want_ppm[i] if want_ppm else t["share_ppm"]
+    if want_ppm is None and abs(t["share_ppm"] - share) > 1:
+        bad.append("tier %d share_ppm %d, capacity share %d" % (i, t["share_ppm"], share))
+    for k, v in limits.items():
+        want = v if v == 2**64 - 1 else v * ppm // 1000000
+        if k in ("high", "max"):
+            want = min(want, t["capacity"])
+        # A high above the max may be shown as the max (the kernel's max caps high).
+        if t[k] != want and not (k == "high" and t[k] == t["max"] and want > t["max"]):
+            bad.append("tier %d %s %d, want %d (%s %d x %d ppm)" % (i, k, t[k], want, k, v, ppm))
+    print("tier %d: share %.1f%%  min %dM low %dM high %dM max %dM (cgroup %s)" % (
+        i, t["share_ppm"] / 1e4, t["min"] >> 20, t["low"] >> 20, t["high"] >> 20,
+        t["max"] >> 20, " ".join("%s=%s" % (k, "max" if v == 2**64 - 1 else "%dM" % (v >> 20))
+                                 for k, v in limits.items())))
+if want_ppm is None and not all(400000 <= t["share_ppm"] <= 600000 for t in tiers):
+    bad.append("shares not ~50/50: %s" % [t["share_ppm"] for t in tiers])
+print("generation %d" % seg["generation"])
+if bad:
+    print("\n".join(bad))
+    sys.exit(1)
+EOF
+}
+if out=$(check_limits $cg ""); then
+	echo "$out"
+	pass quota.limits.split_by_capacity
+else
+	echo "$out"
+	fail quota.limits.split_by_capacity "limits are not memory.* x share"
+fi
+gen0=$("$PEEK" "$seg" | sed -n 's/.* generation=\([0-9]*\) .*/\1/p')
+echo 256M >$cg/memory.max
+echo max >$cg/memory.high
+# Limits are re-read at most once a second, on a stock refill: wait past the period (a sleep is
+# never shorter than asked), then make the program allocate.
+sleep 1.5
+hog_cmd lim "alloc 1M 4K 1"
+gen1=$("$PEEK" "$seg" | sed -n 's/.* generation=\([0-9]*\) .*/\1/p')
+if out=$(check_limits $cg ""); then
+	echo "$out"
+	pass quota.limits.reread
+else
+	echo "$out"
+	fail quota.limits.reread "memory.max 512M -> 256M, memory.high -> max not picked up (generation $gen0 -> $gen1)"
+fi
+hog_quit lim
+rm -f "/dev/shm/$seg"
+rmdir $cg
+
+cg_new tq-split 256M
+hog_start spl 3 $cg TIERALLOC_SPLIT="0=75;1=25"
+hog_cmd spl pid
+seg=$(seg_of $cg)
+if out=$(check_limits $cg "750000,250000"); then
+	echo "$out"
+	pass quota.limits.split_option
+else
+	echo "$out"
+	fail quota.limits.split_option "TIERALLOC_SPLIT=0=75;1=25 with memory.max 256M"
+fi
+ppm=$(peek_tier "$seg" 0 share_ppm)
+if [ "$ppm" = 750000 ]; then
+	pass quota.limits.split_share_shown
+else
+	fail quota.limits.split_share_shown "segment's tier-0 share_ppm $ppm with TIERALLOC_SPLIT=0=75;1=25 (shm_abi.h: capacity share or TIERALLOC_SPLIT)"
+fi
+hog_quit spl
+rm -f "/dev/shm/$seg"
+rmdir $cg
+
+# ---------------------------------------------------------------- quota.residency
+cg_new tq-resid ${CGMAX}M
+hog_start res 3 $cg
+if warm res && base=$(anon $cg) && hog_cmd res "alloc ${WORK}M 4K 1"; then
+	seg=$(seg_of $cg)
+	max0=$(peek_tier "$seg" 0 max)
+	# shellcheck disable=SC2046,SC2086 # four numbers, split on purpose
+	set -- $base $(anon $cg)
+	d0=$(($3 - $1))
+	d1=$(($4 - $2))
+	echo "residency: memory.max ${CGMAX}M, tier-0 max $(mib "$max0"); ${WORK}M allocated: $REPLY"
+	echo "residency: numa_stat anon N0 $(mib "$3") N1 $(mib "$4") (before the workload N0 $(mib "$1") N1" \
+		"$(mib "$2"); growth N0 $(mib "$d0") N1 $(mib "$d1"))"
+	"$STAT" --name "/$seg"
+	if within "$d0" "$max0" $TOL && within "$d1" $((WORK * M - max0)) $TOL; then
+		pass quota.residency
+	else
+		fail quota.residency "N0 grew by $(mib "$d0") (want the tier-0 max $(mib "$max0") +- $(mib $TOL)), N1 by $(mib "$d1") (want $(mib $((WORK * M - max0))) +- $(mib $TOL))"
+	fi
+	hog_quit res
+	rm -f "/dev/shm/$seg"
+else
+	fail quota.residency "the workload did not finish"
+fi
+rmdir $cg
+
+# ---------------------------------------------------------------- quota.fairness
+# fair FIRST SECOND [VAR=value...]: start FIRST, let it take its WORK MiB, then SECOND; both hold.
+# Sets r_<name> to "N0-growth N1-growth tier-0-max N0 N1" per cgroup.
+fair() {
+	first=$1
+	second=$2
+	shift 2
+	ok=1
+	hogfd=4
+	for x in $first $second; do
+		cg_new tq-$x ${CGMAX}M
+		hog_start $x $hogfd $cg "$@"
+		hogfd=$((hogfd + 1))
+		warm $x || ok=0
+		eval "base_$x=\"$(anon $cg)\""
+		hog_cmd $x "alloc ${WORK}M 4K 1" || ok=0
+	done
+	for x in $first $second; do
+		c=/sys/fs/cgroup/tq-$x
+		s=$(seg_of $c)
+		m0=0
+		[ -n "$s" ] && m0=$(peek_tier "$s" 0 max)
+		eval "set -- \$base_$x $(anon $c)"
+		eval "r_$x=\"$(($3 - $1)) $(($4 - $2)) $m0 $3 $4\""
+	done
+	hog_quit $first
+	hog_quit $second
+	for x in $first $second; do
+		c=/sys/fs/cgroup/tq-$x
+		s=$(seg_of $c)
+		[ -n "$s" ] && rm -f "/dev/shm/$s"
+		rmdir $c
+	done
+	return $((1 - ok))
+}
+
+# check_fair: each cgroup's N0 grew by its tier-0 max (TOL), the rest went to node 1 ($order
+# names the run).
+# shellcheck disable=SC2120 # $1.. come from the eval'd set
+check_fair() {
+	why=
+	for x in a b; do
+		eval "set -- \$r_$x"
+		echo "fairness $order: cgroup $x: anon growth N0 $(mib "$1") N1 $(mib "$2") (tier-0 max" \
+			"$(mib "$3"); N0 $(mib "$4") N1 $(mib "$5") in all)"
+		if ! within "$1" "$3" $TOL || ! within "$2" $((WORK * M - $3)) $TOL; then
+			why="$why $x: N0 +$(mib "$1") N1 +$(mib "$2") vs tier-0 max $(mib "$3");"
+		fi
+	done
+	[ -z "$why" ]
+}
+
+for order in "a b" "b a"; do
+	set -- $order
+	if fair "$1" "$2"; then
+		order="$1-then-$2"
+		if check_fair; then
+			pass "quota.fairness.$order"
+		else
+			fail "quota.fairness.$order" "$why"
+		fi
+	else
+		fail "quota.fairness.$1-then-$2" "a workload did not finish"
+	fi
+done
+
+# The same without quotas, for the record.
+if fair a b TIERALLOC_SHM_NAME=off; then
+	for x in a b; do
+		eval "set -- \$r_$x"
+		echo "no quotas (TIERALLOC_SHM_NAME=off), a then b: cgroup $x: anon growth N0" \
+			"$(mib "$1") N1 $(mib "$2")"
+	done
+fi
+exit $failed
