@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "shm.h"
 
 struct tier_totals {
 	uint64_t live, allocs, steered_in, explicit_allocs;
@@ -102,6 +103,37 @@ static int parse_tier_name(const char *name, const char **rest)
 	return (int)t;
 }
 
+/* "cgroup.tier.<t>.<field>": the container's numbers from the shared segment (what
+ * tieralloc-stat shows), -ENOENT when this process keeps its own accounting. */
+static int cgroup_tier_get(const char *name, void *out, size_t *len)
+{
+	static const char *const limits[TA_NLIMITS] = { "min", "low", "high", "max" };
+	const char *field;
+	int t = parse_tier_name(name + strlen("cgroup."), &field);
+	if (t < 0 || !atomic_load(&ta_shm.active) || (unsigned)t >= ta_ntiers)
+		return -ENOENT;
+	struct ta_shm_tier *r = &ta_shm.tiers[t];
+	for (unsigned k = 0; k < TA_NLIMITS; k++)
+		if (strcmp(field, limits[k]) == 0)
+			return put_u64(out, len, atomic_load(&r->limit[k]));
+	static const struct {
+		const char *name;
+		size_t off;
+	} fields[] = {
+		{ "charged", offsetof(struct ta_shm_tier, charged) },
+		{ "peak", offsetof(struct ta_shm_tier, peak) },
+		{ "steered_away", offsetof(struct ta_shm_tier, steered_away) },
+		{ "overflowed", offsetof(struct ta_shm_tier, overflowed) },
+		{ "exhausted", offsetof(struct ta_shm_tier, exhausted) },
+		{ "reclaimed", offsetof(struct ta_shm_tier, reclaimed) },
+	};
+	for (unsigned i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if (strcmp(field, fields[i].name) == 0)
+			return put_u64(
+			    out, len, atomic_load((_Atomic uint64_t *)((char *)r + fields[i].off)));
+	return -ENOENT;
+}
+
 int ta_ctl_get(const char *name, void *out, size_t *len)
 {
 	if (name == NULL)
@@ -114,6 +146,10 @@ int ta_ctl_get(const char *name, void *out, size_t *len)
 		return put_u32(out, len, (uint32_t)tieralloc_tier_count());
 	if (strcmp(name, "passthrough") == 0)
 		return put_u32(out, len, atomic_load(&ta_state) != TA_READY);
+	if (strncmp(name, "cgroup.", 7) == 0)
+		return cgroup_tier_get(name, out, len);
+	if (strcmp(name, "shm.active") == 0)
+		return put_u32(out, len, atomic_load(&ta_shm.active));
 	if (strncmp(name, "opt.", 4) == 0) {
 		for (unsigned i = 0; i < ta_opt_count; i++) {
 			if (strcmp(ta_opt_table[i].name, name + 4) != 0)

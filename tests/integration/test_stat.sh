@@ -24,15 +24,25 @@ export TIERALLOC_SHM_NAME=$seg TIERALLOC_TIERS="0;0" TIERALLOC_TIER_LIMITS="0.ma
 fifo=$(mktemp -u)
 mkfifo "$fifo"
 PYTHONMALLOC=malloc LD_PRELOAD=$TA_TEST_PRELOAD "$PY" -c '
-import sys, time
+import ctypes, sys, time
 blocks = [bytearray(65536) for _ in range(200)]
-print("ready", flush=True)
+lib = ctypes.CDLL(None)
+def ctl(name):
+    value, size = ctypes.c_uint64(), ctypes.c_size_t(8)
+    rc = lib.tieralloc_ctl_get(name.encode(), ctypes.byref(value), ctypes.byref(size))
+    return value.value if rc == 0 else rc
+print("ready", ctl("cgroup.tier.0.max"), ctl("cgroup.tier.0.high"), ctl("cgroup.tier.1.max"),
+      ctl("cgroup.tier.0.bogus"), flush=True)
 time.sleep(120)
 ' >"$fifo" &
 holder=$!
 read -r line <"$fifo"
 rm -f "$fifo"
-[[ $line == ready ]] || ta_fail "the holder did not start"
+read -r word lib_t0_max lib_t0_high lib_t1_max lib_bogus <<<"$line"
+[[ $word == ready ]] || ta_fail "the holder did not start"
+# The library's control entry point shows the same limits as the tool (-2 = -ENOENT).
+[[ $lib_t0_max == $((4 << 20)) && $lib_t0_high == $((4 << 20)) && $lib_bogus == -2 ]] ||
+	ta_fail "tieralloc_ctl_get(cgroup.tier.*): $line"
 
 json=$("$STAT" --json --name "/$seg")
 check() {
@@ -51,6 +61,7 @@ check "$json" 'doc["version"] == 1 and len(doc["segments"]) == 1 and seg["proces
 check "$json" 't0["max"] == 4 << 20 and t0["high"] == 4 << 20 and t1["max"] == t1["capacity"]'
 check "$json" 't0["charged"] <= 4 << 20 and t1["charged"] >= 8 << 20 and t0["steered_away"] > 0'
 check "$json" 't0["headroom"] == t0["high"] - t0["charged"] and t0["nodes"] == "0"'
+check "$json" "t1[\"max\"] == $lib_t1_max"
 echo "json: ok"
 
 table=$("$STAT" --name "/$seg")
