@@ -224,14 +224,19 @@ static void keep_path(char *dst, int *err, const char *src, size_t len)
 	dst[len] = '\0';
 }
 
+/* <root>/proc/self/<name>, opened for line reading. */
+static int reader_open_self(struct line_reader *r, const char *root, const char *name)
+{
+	char path[FILE_PATH_MAX];
+	int rc = join3(path, sizeof(path), root, "/proc/self/", name);
+	return rc != 0 ? rc : reader_open(r, path);
+}
+
 /* "0::/a/b" (v2) or "4:memory:/a/b", "4:cpu,memory:/a/b" (v1). */
 static int parse_self_cgroup(const char *root, struct self_lines *sl)
 {
-	char path[FILE_PATH_MAX];
 	struct line_reader r;
-	int rc = join3(path, sizeof(path), root, "/proc/self/cgroup", "");
-	if (rc == 0)
-		rc = reader_open(&r, path);
+	int rc = reader_open_self(&r, root, "cgroup");
 	if (rc != 0)
 		return rc;
 	char *line;
@@ -338,11 +343,8 @@ static void pick_mount(struct mount_pick *m, const char *mroot, const char *mpoi
 static int scan_mounts(const char *root, const struct self_lines *sl, struct mount_pick *v1,
 		       struct mount_pick *v2)
 {
-	char path[FILE_PATH_MAX];
 	struct line_reader r;
-	int rc = join3(path, sizeof(path), root, "/proc/self/mountinfo", "");
-	if (rc == 0)
-		rc = reader_open(&r, path);
+	int rc = reader_open_self(&r, root, "mountinfo");
 	if (rc != 0)
 		return rc;
 	char *line;
