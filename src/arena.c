@@ -25,6 +25,8 @@ int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
 				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (map == MAP_FAILED)
 		return -ENOMEM;
+	/* A few bytes of it are touched; with THP "always" each would cost a 2 MiB page. */
+	syscall(SYS_madvise, map, map_size, MADV_NOHUGEPAGE);
 	for (unsigned t = 0; t < TA_MAX_TIERS; t++) {
 		struct ta_arena *a = &ta_arenas[t];
 		for (unsigned c = 0; c < TA_NCLASSES; c++)
