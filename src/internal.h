@@ -8,7 +8,7 @@
  * tier's memkind kind provides; a chunk's first 64 KiB page holds its header, the rest is cut into
  * runs of one size class each. A byte map indexed by address >> TA_CHUNK_SHIFT tells in O(1)
  * whether a pointer is in one of our chunks and in which tier. Larger objects come straight from
- * the tier's kind with a 64-byte header in front of them. Each thread caches freed small objects
+ * the tier's kind with a 32-byte header in front of them. Each thread caches freed small objects
  * per tier and size class, and holds a "stock" of pre-charged bytes per tier (the kernel's per-cpu
  * memcg stock) so that most operations touch no shared cache line.
  */
