@@ -740,6 +740,15 @@ int ta_cgroup_reclaim(const char *root, const struct ta_cgroup *cg, uint64_t byt
 
 /* ---- splitting a limit across tiers ---- */
 
+int ta_cgroup_current(const char *root, const struct ta_cgroup *cg, uint64_t *bytes)
+{
+	if (cg == NULL || cg->version != 2)
+		return -ENOENT;
+	if (!cg_valid(cg))
+		return -EINVAL;
+	return read_limit(root != NULL ? root : "", cg->path, "memory.current", bytes);
+}
+
 uint64_t ta_cgroup_split(uint64_t value, uint32_t share_ppm)
 {
 	if (value == TA_SHM_UNLIMITED || share_ppm >= 1000000u)

@@ -85,6 +85,9 @@ int ta_cgroup_numa_stat(const char *root, const struct ta_cgroup *cg,
  */
 int ta_cgroup_reclaim(const char *root, const struct ta_cgroup *cg, uint64_t bytes);
 
+/* v2 only: the cgroup's memory.current in bytes. 0, -ENOENT on v1/none, or the read's error. */
+int ta_cgroup_current(const char *root, const struct ta_cgroup *cg, uint64_t *bytes);
+
 /* A cgroup-wide limit's share for one tier: value * share_ppm / 1000000, rounded down (the
  * shares of a limit never add up to more than it). Unlimited stays unlimited; share_ppm above
  * 1000000 counts as 1000000. No overflow for any value. */

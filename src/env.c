@@ -39,10 +39,48 @@ const struct ta_opt_desc ta_opt_table[] = {
 	  "split the cgroup's limits by these weights, not by capacity: \"0=75;1=25\"" },
 	{ "ON_FULL", TA_OPT_ENUM, "lowest",
 	  "every tier at its max: \"lowest\" places in the last tier anyway, \"enomem\" fails" },
+	{ "ENFORCE", TA_OPT_ENUM, "deferred",
+	  "a tier over its share: \"deferred\" demotes and reclaims from a worker thread, "
+	  "\"inline\" on the allocating thread, \"off\" never" },
+	{ "PROMOTION", TA_OPT_ENUM, "gated",
+	  "kernel promotion (NUMA balancing) of lower-tier memory: \"gated\" while the faster "
+	  "tier has headroom, \"always\", or \"never\"" },
 };
 const unsigned ta_opt_count = sizeof(ta_opt_table) / sizeof(ta_opt_table[0]);
 
 static const char *const level_words[] = { "error", "warn", "info", "debug" };
+
+/* The words of each enum option, in the order of its values; NULL-terminated. */
+static const char *const on_full_words[] = { "lowest", "enomem", NULL };
+static const char *const enforce_words[] = { "deferred", "inline", "off", NULL };
+static const char *const promotion_words[] = { "gated", "always", "never", NULL };
+
+static const char *const *enum_words(const char *name)
+{
+	if (strcmp(name, "ON_FULL") == 0)
+		return on_full_words;
+	if (strcmp(name, "ENFORCE") == 0)
+		return enforce_words;
+	return promotion_words;
+}
+
+static int enum_value(const struct ta_options *o, const char *name)
+{
+	if (strcmp(name, "ON_FULL") == 0)
+		return o->on_full;
+	if (strcmp(name, "ENFORCE") == 0)
+		return o->enforce;
+	return o->promotion;
+}
+
+static int *enum_field(struct ta_options *o, const char *name)
+{
+	if (strcmp(name, "ON_FULL") == 0)
+		return &o->on_full;
+	if (strcmp(name, "ENFORCE") == 0)
+		return &o->enforce;
+	return &o->promotion;
+}
 
 void ta_config_error(struct ta_options *opts)
 {
@@ -204,14 +242,24 @@ static void apply(struct ta_options *opts, const struct ta_opt_desc *d, const ch
 		else if (strcmp(d->name, "SPLIT") == 0)
 			copy_string(opts, d, value, opts->split, sizeof(opts->split));
 		return;
-	case TA_OPT_ENUM:
-		if (strcasecmp(value, "lowest") == 0)
-			opts->on_full_enomem = false;
-		else if (strcasecmp(value, "enomem") == 0)
-			opts->on_full_enomem = true;
-		else
-			bad_value(opts, d->name, value, "expected lowest or enomem", d->def);
+	case TA_OPT_ENUM: {
+		const char *const *words = enum_words(d->name);
+		char expect[96];
+		size_t pos = ta_format(expect, sizeof(expect), "expected");
+		for (int i = 0; words[i] != NULL; i++) {
+			if (strcasecmp(value, words[i]) == 0) {
+				*enum_field(opts, d->name) = i;
+				return;
+			}
+			pos += ta_format(expect + pos, sizeof(expect) - pos, "%s%s",
+					 i == 0			? " "
+					 : words[i + 1] == NULL ? " or "
+								: ", ",
+					 words[i]);
+		}
+		bad_value(opts, d->name, value, expect, d->def);
 		return;
+	}
 	}
 }
 
@@ -292,7 +340,8 @@ size_t ta_opt_render(const struct ta_opt_desc *d, const struct ta_options *o, ch
 		return ta_format(buf, n, "%s", o->tier_limits);
 	if (strcmp(d->name, "SPLIT") == 0)
 		return ta_format(buf, n, "%s", o->split);
-	if (strcmp(d->name, "ON_FULL") == 0)
-		return ta_format(buf, n, "%s", o->on_full_enomem ? "enomem" : "lowest");
+	if (d->type == TA_OPT_ENUM) {
+		return ta_format(buf, n, "%s", enum_words(d->name)[enum_value(o, d->name)]);
+	}
 	return ta_format(buf, n, "?");
 }

@@ -131,7 +131,7 @@ int ta_quota_init(const struct ta_topology *topo, struct ta_options *opts)
 {
 	const char *why = NULL;
 	quota_topo = topo;
-	ta_quota_enomem = opts->on_full_enomem;
+	ta_quota_enomem = opts->on_full == TA_ON_FULL_ENOMEM;
 	if (opts->tier_limits[0] != '\0' && parse_limits(topo, opts->tier_limits, &why) != 0) {
 		ta_log(TA_LOG_WARN, "TIERALLOC_TIER_LIMITS=\"%s\": %s; using the cgroup's limits",
 		       opts->tier_limits, why);

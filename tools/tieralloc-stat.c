@@ -144,6 +144,12 @@ static uint64_t ld(const _Atomic uint64_t *p)
 	return atomic_load((_Atomic uint64_t *)p);
 }
 
+/* Segments of ABI minor 0 end their tier record before the enforcement counters. */
+static bool has_enforcement(const struct seg *s)
+{
+	return s->hdr->abi_minor >= 1 && s->hdr->tier_size >= sizeof(struct ta_shm_tier);
+}
+
 static void print_table(struct seg *segs, unsigned nsegs)
 {
 	if (nsegs == 0) {
@@ -168,12 +174,13 @@ static void print_table(struct seg *segs, unsigned nsegs)
 		       dead ? " + dead ones not yet reclaimed" : "");
 		uint64_t obs[TA_SHM_MAX_TIERS];
 		bool have_obs = observed(s, obs);
-		printf("%-4s %-8s %-6s %6s %7s %7s %7s %8s %8s %8s %8s %9s %9s %9s\n", "tier",
-		       "name", "nodes", "share", "min", "low", "high", "max", "charged", "observed",
-		       "headroom", "steered", "overflow", "exhausted");
+		printf("%-4s %-8s %-6s %6s %7s %7s %7s %8s %8s %8s %8s %9s %9s %9s %8s %8s %5s\n",
+		       "tier", "name", "nodes", "share", "min", "low", "high", "max", "charged",
+		       "observed", "headroom", "steered", "overflow", "exhausted", "demoted",
+		       "reclaim", "gated");
 		for (unsigned t = 0; t < ntiers(s); t++) {
 			const struct ta_shm_tier *r = tier_rec(s, t);
-			char nodes[64], v[8][16];
+			char nodes[64], v[10][16];
 			ta_nodelist_format(ld(&r->nodes), nodes, sizeof(nodes));
 			for (unsigned k = 0; k < TA_NLIMITS; k++)
 				human(ld(&r->limit[k]), v[k], sizeof(v[k]));
@@ -184,14 +191,23 @@ static void print_table(struct seg *segs, unsigned nsegs)
 			else
 				snprintf(v[5], sizeof(v[5]), "n/a");
 			human(high > charged ? high - charged : 0, v[6], sizeof(v[6]));
+			const char *gated = "n/a";
+			if (has_enforcement(s)) {
+				human(ld(&r->demoted), v[7], sizeof(v[7]));
+				human(ld(&r->reclaim_asked), v[8], sizeof(v[8]));
+				gated = ld(&r->gated) ? "yes" : "no";
+			} else {
+				snprintf(v[7], sizeof(v[7]), "n/a");
+				snprintf(v[8], sizeof(v[8]), "n/a");
+			}
 			printf("%-4u %-8.8s %-6s %5.1f%% %7s %7s %7s %8s %8s %8s %8s %9llu %9llu "
-			       "%9llu\n",
+			       "%9llu %8s %8s %5s\n",
 			       t, r->name, nodes,
 			       atomic_load(&((struct ta_shm_tier *)r)->share_ppm) / 10000.0, v[0],
 			       v[1], v[2], v[3], v[4], v[5], v[6],
 			       (unsigned long long)ld(&r->steered_away),
 			       (unsigned long long)ld(&r->overflowed),
-			       (unsigned long long)ld(&r->exhausted));
+			       (unsigned long long)ld(&r->exhausted), v[7], v[8], gated);
 		}
 		printf("\n");
 	}
@@ -257,12 +273,26 @@ static void print_json(struct seg *segs, unsigned nsegs)
 			else
 				printf("null");
 			printf(",\"headroom\":%llu,\"steered_away\":%llu,\"overflowed\":%llu,"
-			       "\"exhausted\":%llu,\"reclaimed\":%llu}",
+			       "\"exhausted\":%llu,\"reclaimed\":%llu",
 			       (unsigned long long)(high > charged ? high - charged : 0),
 			       (unsigned long long)ld(&r->steered_away),
 			       (unsigned long long)ld(&r->overflowed),
 			       (unsigned long long)ld(&r->exhausted),
 			       (unsigned long long)ld(&r->reclaimed));
+			/* Enforcement (ABI minor 1); null from an older segment. */
+			if (has_enforcement(s))
+				printf(
+				    ",\"untracked\":%llu,\"demoted\":%llu,\"reclaim_asked\":%llu,"
+				    "\"reclaims\":%llu,\"gated\":%s}",
+				    (unsigned long long)ld(&r->untracked),
+				    (unsigned long long)ld(&r->demoted),
+				    (unsigned long long)ld(&r->reclaim_asked),
+				    (unsigned long long)ld(&r->reclaims),
+				    ld(&r->gated) ? "true" : "false");
+			else
+				printf(
+				    ",\"untracked\":null,\"demoted\":null,\"reclaim_asked\":null,"
+				    "\"reclaims\":null,\"gated\":null}");
 		}
 		printf("]}");
 	}

@@ -29,12 +29,13 @@
 
 #define TA_SHM_MAGIC	 0x31306d6873726574ull /* "tershm01" little-endian */
 #define TA_SHM_ABI_MAJOR 1
-#define TA_SHM_ABI_MINOR 0
+#define TA_SHM_ABI_MINOR 1
 #define TA_SHM_MAX_TIERS 3
 #define TA_SHM_MAX_SLOTS 256 /* processes of one cgroup attached at once */
 #define TA_SHM_PATH_MAX	 256
 
 enum { TA_SHM_INIT = 0, TA_SHM_READY = 1 };
+#define TA_SHM_NOTICE_NO_RECLAIM 1ull /* memory.reclaim is not there (cgroup v1, old kernel) */
 
 /* Limit kinds, in the order of the tier record's limit[] array. */
 enum { TA_LIMIT_MIN = 0, TA_LIMIT_LOW = 1, TA_LIMIT_HIGH = 2, TA_LIMIT_MAX = 3, TA_NLIMITS = 4 };
@@ -56,7 +57,12 @@ struct ta_shm_tier {
 	_Atomic uint32_t share_ppm;	    /* capacity / total capacity (or TIERALLOC_SPLIT) */
 	uint32_t reserved0;
 	char name[32];
-	uint64_t reserved[5];
+	/* Minor 1: enforcement (src/enforce.c). */
+	_Atomic uint64_t untracked;	/* observed - charged at the last reading, 0 if below */
+	_Atomic uint64_t demoted;	/* bytes moved by mbind from this tier to a lower one */
+	_Atomic uint64_t reclaim_asked; /* bytes written to memory.reclaim for this tier's excess */
+	_Atomic uint64_t reclaims;	/* writes to memory.reclaim for this tier's excess */
+	_Atomic uint64_t gated;		/* 1 while promotions into this tier are gated */
 };
 
 /* One per attached process. pid 0 = free. */
@@ -88,7 +94,11 @@ struct ta_shm_header {
 	_Atomic uint32_t ntiers;
 	uint32_t cgroup_version;	   /* 2, 1, or 0 for none */
 	char cgroup_path[TA_SHM_PATH_MAX]; /* "/sys/fs/cgroup/..." or "" */
-	uint64_t reserved[7];
+	/* Minor 1: one process per period reads memory.numa_stat into the tiers' observed. */
+	_Atomic uint64_t observe_claim_ns; /* CLOCK_MONOTONIC of the last claim to read it */
+	_Atomic uint64_t observe_gen;	   /* bumped after each reading */
+	_Atomic uint64_t notices; /* TA_SHM_NOTICE_* said once per cgroup, not per process */
+	uint64_t reserved[4];
 };
 
 #define TA_SHM_TIERS_OFF 512

@@ -15,6 +15,7 @@
  *   slot pid=P start=T charged=C0,C1,C2                      one per used slot
  *   tier=T name=S charged=C slotsum=S peak=P min=.. low=.. high=.. max=.. capacity=..
  *          share_ppm=.. steered_away=.. overflowed=.. exhausted=.. reclaimed=.. observed=..
+ *          and, from ABI minor 1: untracked=.. demoted=.. reclaim_asked=.. reclaims=.. gated=..
  * Exit status: 0; 1 no such segment or unreadable; 2 not a valid segment (why on stderr).
  */
 #include <fcntl.h>
@@ -138,10 +139,17 @@ int main(int argc, char **argv)
 		limit("max", LOAD(r->limit[TA_LIMIT_MAX]));
 		printf(" capacity=%" PRIu64 " share_ppm=%" PRIu32 " steered_away=%" PRIu64
 		       " overflowed=%" PRIu64 " exhausted=%" PRIu64 " reclaimed=%" PRIu64
-		       " observed=%" PRIu64 "\n",
+		       " observed=%" PRIu64,
 		       LOAD(r->capacity), LOAD(r->share_ppm), LOAD(r->steered_away),
 		       LOAD(r->overflowed), LOAD(r->exhausted), LOAD(r->reclaimed),
 		       LOAD(r->observed));
+		/* ABI minor 1: what enforcement did. */
+		if (h->abi_minor >= 1)
+			printf(" untracked=%" PRIu64 " demoted=%" PRIu64 " reclaim_asked=%" PRIu64
+			       " reclaims=%" PRIu64 " gated=%" PRIu64,
+			       LOAD(r->untracked), LOAD(r->demoted), LOAD(r->reclaim_asked),
+			       LOAD(r->reclaims), LOAD(r->gated));
+		printf("\n");
 	}
 	munmap(m, size);
 	return 0;

@@ -66,6 +66,9 @@ static void parse1(const char *var, struct parsed *r)
 		expect_str_eq((o)->tiers, defaults.tiers);                                         \
 		expect_str_eq((o)->process_limit, defaults.process_limit);                         \
 		expect_str_eq((o)->summary, defaults.summary);                                     \
+		expect_eq((o)->on_full, defaults.on_full);                                         \
+		expect_eq((o)->enforce, defaults.enforce);                                         \
+		expect_eq((o)->promotion, defaults.promotion);                                     \
 		expect_eq((o)->nerrors, (errors));                                                 \
 	} while (0)
 
@@ -127,6 +130,53 @@ static void test_bools(void)
 			snprintf(var, sizeof(var), "TIERALLOC_%s=%s", names[i], bad[k]);
 			parse1(var, &r);
 			expect_bad(&r, var);
+		}
+	}
+}
+
+/* The enum options: each word in any case, and anything else refused with the list. */
+static void test_enums(void)
+{
+	static const struct {
+		const char *name;
+		const char *words[4];
+		size_t offset;
+	} opts[] = {
+		{ "ON_FULL", { "lowest", "enomem" }, offsetof(struct ta_options, on_full) },
+		{ "ENFORCE",
+		  { "deferred", "inline", "off" },
+		  offsetof(struct ta_options, enforce) },
+		{ "PROMOTION",
+		  { "gated", "always", "never" },
+		  offsetof(struct ta_options, promotion) },
+	};
+	static const char *const bad[] = { "", "1", "deferredx", " off", "on", "gate" };
+	char var[128];
+	struct parsed r;
+	for (unsigned i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		for (unsigned w = 0; w < 4 && opts[i].words[w] != NULL; w++) {
+			char upper[32];
+			size_t k = 0;
+			for (; opts[i].words[w][k] != '\0'; k++)
+				upper[k] = (char)(opts[i].words[w][k] - 'a' + 'A');
+			upper[k] = '\0';
+			for (unsigned c = 0; c < 2; c++) {
+				snprintf(var, sizeof(var), "TIERALLOC_%s=%s", opts[i].name,
+					 c ? upper : opts[i].words[w]);
+				test_context("%s", var);
+				parse1(var, &r);
+				expect_good(&r);
+				expect_eq(*(int *)((char *)&r.opts + opts[i].offset), (int)w);
+			}
+		}
+		for (unsigned b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+			snprintf(var, sizeof(var), "TIERALLOC_%s=%s", opts[i].name, bad[b]);
+			test_context("%s", var);
+			parse1(var, &r);
+			expect_bad(&r, var);
+			/* The message lists every word. */
+			for (unsigned w = 0; w < 4 && opts[i].words[w] != NULL; w++)
+				expect_true(strstr(r.err, opts[i].words[w]) != NULL);
 		}
 	}
 }
@@ -395,10 +445,11 @@ static void test_mixed(void)
  * (ta_opt_render is what "opt.<name>" and TIERALLOC_SHOW_CONFIG print). */
 static void test_table(void)
 {
-	static const char *const rendered[] = { "0",	  "0", "0", "warn", "", "",
-						"262144", "",  "",  "",	    "", "lowest" };
-	expect_eq(ta_opt_count, 12);
-	for (unsigned i = 0; i < ta_opt_count && i < 12; i++) {
+	static const char *const rendered[] = { "0", "0",      "0",	   "warn", "",
+						"",  "262144", "",	   "",	   "",
+						"",  "lowest", "deferred", "gated" };
+	expect_eq(ta_opt_count, 14);
+	for (unsigned i = 0; i < ta_opt_count && i < 14; i++) {
 		const struct ta_opt_desc *d = &ta_opt_table[i];
 		test_context("table row %s", d->name);
 		for (unsigned k = 0; k < i; k++)
@@ -422,6 +473,7 @@ int main(int argc, char **argv)
 {
 	test_reexec_with_env(argv, NULL);
 	test_bools();
+	test_enums();
 	test_log_level();
 	test_charge_batch();
 	test_long_value();
