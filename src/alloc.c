@@ -17,21 +17,11 @@
 #include "internal.h"
 #include "shm.h"
 
-struct ta_large_hdr {
-	uint64_t magic;	 /* TA_LARGE_MAGIC ^ user address: a foreign pointer will not match */
-	uint64_t size;	 /* usable bytes */
-	uint32_t offset; /* user - raw */
-	uint32_t tier;
-	uint32_t aligned; /* allocated with an alignment above 16: never reallocated in place */
-	uint32_t reserved;
-};
-_Static_assert(sizeof(struct ta_large_hdr) == 32,
-	       "the header fits in front of the object in its line");
 #define TA_LARGE_MAGIC 0x7469657262696721ull /* "tierbig!" */
 
 static inline struct ta_large_hdr *large_hdr(const void *p)
 {
-	return (struct ta_large_hdr *)((uintptr_t)p - sizeof(struct ta_large_hdr));
+	return ta_large_hdr_of(p);
 }
 
 /* Is the page holding addr mapped? mincore(2) fails with ENOMEM on an unmapped range. */
@@ -101,6 +91,10 @@ static void uncharge(struct ta_tcache *tc, unsigned t, uint64_t bytes)
 static void note_full(unsigned t)
 {
 	atomic_fetch_add(&ta_arenas[t].exhausted, 1);
+	/* A tier ran out: enforcement has something to look at, now rather than next period. */
+	if (!atomic_load_explicit(&ta_enforce_wanted, memory_order_relaxed))
+		atomic_store(&ta_enforce_wanted, true);
+	ta_worker_kick();
 	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
 		atomic_fetch_add(&ta_shm.tiers[t].steered_away, 1);
 }
@@ -129,16 +123,32 @@ static void count_alloc(struct ta_tcache *tc, unsigned t, unsigned slot)
 
 /* ---- small objects ---- */
 
+/* A cached object whose chunk was demoted since it was cached: it belongs in the other tier's
+ * bin, and is charged there when handed out (enforce.c moved the chunk's live charge only). */
+static void rehome(struct ta_tcache *tc, unsigned u, unsigned cls, void *p)
+{
+	struct ta_bin *b = &tc->bins[u][cls];
+	if (b->count >= b->cap)
+		ta_tcache_flush_bin(tc, u, cls, b->cap / 2);
+	b->slots[b->count++] = p;
+}
+
 static void *bin_take(struct ta_tcache *tc, unsigned t, unsigned cls)
 {
 	struct ta_bin *bin = &tc->bins[t][cls];
-	if (bin->count == 0 || bin->count > bin->cap) {
-		unsigned want = bin->cap / 2 ? bin->cap / 2 : 1;
-		bin->count = ta_arena_fill(t, cls, bin->slots, want);
-		if (bin->count == 0)
-			return NULL;
+	for (;;) {
+		if (bin->count == 0 || bin->count > bin->cap) {
+			unsigned want = bin->cap / 2 ? bin->cap / 2 : 1;
+			bin->count = ta_arena_fill(t, cls, bin->slots, want);
+			if (bin->count == 0)
+				return NULL;
+		}
+		void *p = bin->slots[--bin->count];
+		int u = ta_chunk_tier_of(p);
+		if (likely(u == (int)t))
+			return p;
+		rehome(tc, (unsigned)u, cls, p);
 	}
-	return bin->slots[--bin->count];
 }
 
 static void finish_slow(struct ta_tcache *tc)
@@ -287,6 +297,7 @@ static void *large_alloc_in(unsigned t, size_t size, size_t align, bool zero)
 	h->aligned = aligned;
 	h->reserved = 0;
 	h->magic = TA_LARGE_MAGIC ^ (uintptr_t)user;
+	ta_large_register(ta_large_link_of(user), t);
 	return user;
 }
 
@@ -345,6 +356,19 @@ out:
 	return p;
 }
 
+void ta_large_destroy(struct ta_large_link *l)
+{
+	void *user = ta_large_user_of(l);
+	struct ta_large_hdr *h = large_hdr(user);
+	unsigned home = h->tier, placed = l->placed;
+	size_t size = h->size;
+	if (l->state & TA_LARGE_REBOUND)
+		ta_restore_range(user, size, home);
+	ta_backend_free(home, (char *)user - h->offset);
+	ta_arena_uncharge(placed, size);
+	atomic_fetch_sub(&ta_arenas[placed].folded_live, (int64_t)size);
+}
+
 static void large_free(void *p)
 {
 	struct ta_tcache *tc = ta_tls;
@@ -358,14 +382,24 @@ static void large_free(void *p)
 	if (tc == NULL)
 		tc = ta_tcache_get();
 	struct ta_large_hdr *h = large_hdr(p);
-	unsigned t = h->tier;
-	size_t size = h->size;
-	char *raw = (char *)p - h->offset;
+	struct ta_large_link *l = ta_large_link_of(p);
 	h->magic = 0; /* a double free is then caught as foreign, not freed twice */
+	/* Before taking the registry's lock: a signal handler's free must not wait for it. */
 	if (tc != NULL)
 		tc->in_slow = 1;
-	ta_backend_free(t, raw);
-	uncharge(tc, t, size);
+	uint32_t state;
+	if (!ta_large_unregister(l, &state, true)) {
+		/* The enforcement pass is moving it and frees it when done. */
+		if (tc != NULL)
+			finish_slow(tc);
+		return;
+	}
+	unsigned home = h->tier, placed = l->placed;
+	size_t size = h->size;
+	if (state & TA_LARGE_REBOUND)
+		ta_restore_range(p, size, home);
+	ta_backend_free(home, (char *)p - h->offset);
+	uncharge(tc, placed, size);
 	if (tc != NULL)
 		finish_slow(tc);
 }
@@ -420,6 +454,8 @@ __attribute__((noinline)) static void *alloc_impl(size_t size, size_t align, int
 	}
 	if (p == NULL)
 		saved_errno = ENOMEM;
+	/* Outside every lock and cache operation: the worker may be started here. */
+	ta_enforce_poke();
 	errno = saved_errno;
 	return p;
 }
@@ -433,7 +469,11 @@ void *ta_malloc(size_t size)
 		struct ta_bin *bin = &tc->bins[t][cls];
 		int64_t csize = ta_class_size[cls];
 		if (likely(bin->count - 1u < bin->cap && tc->stock[t] >= csize)) {
-			void *p = bin->slots[--bin->count];
+			void *p = bin->slots[bin->count - 1];
+			/* Still in this tier? Its chunk may have been demoted (slow path). */
+			if (unlikely(ta_chunk_map[(uintptr_t)p >> TA_CHUNK_SHIFT] != t + 1))
+				return alloc_impl(size, 16, -1, false);
+			bin->count--;
 			__atomic_store_n(&tc->stock[t], tc->stock[t] - csize, __ATOMIC_RELAXED);
 			uint64_t *c = &tc->cnt[t][tc->pref_slot];
 			__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
@@ -528,12 +568,23 @@ static void *large_realloc(void *p, size_t size)
 	struct ta_tcache *tc = ta_tcache_get();
 	if (size > old && !charge(tc, t, size - old, TA_LIMIT_MAX, false))
 		return NULL;
+	/* Off the record while the backend may move it; one that was demoted or is being worked
+	 * on is copied instead (its range's policy is not its home kind's). */
 	if (tc != NULL)
 		tc->in_slow = 1;
+	uint32_t state;
+	if (!ta_large_unregister(ta_large_link_of(p), &state, false)) {
+		if (size > old)
+			uncharge(tc, t, size - old);
+		if (tc != NULL)
+			finish_slow(tc);
+		return NULL;
+	}
 	h->magic = 0;
 	char *raw = ta_backend_realloc(t, (char *)p - off, size + TA_LARGE_ROOM);
 	if (raw == NULL) {
 		large_hdr(p)->magic = TA_LARGE_MAGIC ^ (uintptr_t)p;
+		ta_large_register(ta_large_link_of(p), t);
 		if (size > old)
 			uncharge(tc, t, size - old);
 		if (tc != NULL)
@@ -545,6 +596,7 @@ static void *large_realloc(void *p, size_t size)
 	h = large_hdr(user);
 	h->size = size;
 	h->magic = TA_LARGE_MAGIC ^ (uintptr_t)user;
+	ta_large_register(ta_large_link_of(user), t);
 	if (size < old)
 		uncharge(tc, t, old - size);
 	else
@@ -683,6 +735,6 @@ int ta_tier_of(const void *p)
 	if (p == NULL || ta_boot_owns(p) || atomic_load(&ta_state) != TA_READY)
 		return -EINVAL;
 	if (large_valid(p))
-		return (int)large_hdr(p)->tier;
+		return (int)ta_large_link_of(p)->placed;
 	return -EINVAL;
 }

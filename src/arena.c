@@ -49,6 +49,9 @@ static struct ta_chunk *chunk_new(unsigned tier)
 	c->magic = TA_CHUNK_MAGIC;
 	c->tier = tier;
 	c->pages_used = 1; /* page 0 holds this header */
+	c->carved_ns = ta_monotonic_ns();
+	c->gate_state = 0;
+	c->demoted = 0;
 	memset(c->page_class, TA_PAGE_NONE, sizeof(c->page_class));
 	struct ta_arena *a = &ta_arenas[tier];
 	c->next = a->chunks;
@@ -79,6 +82,7 @@ static char *run_new(unsigned tier, unsigned cls, char **end)
 	for (unsigned i = 0; i < pages; i++)
 		c->page_class[first + i] = (uint8_t)cls;
 	c->pages_used += pages;
+	c->carved_ns = ta_monotonic_ns();
 	pthread_mutex_unlock(&a->chunk_lock);
 	char *start = (char *)c + (size_t)first * TA_PAGE_SIZE;
 	size_t size = ta_class_size[cls];
@@ -163,6 +167,157 @@ void ta_arena_uncharge(unsigned tier, uint64_t bytes)
 	atomic_fetch_sub(&ta_arenas[tier].charged, bytes);
 	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
 		ta_shm_uncharge(tier, bytes);
+}
+
+void ta_arena_move_charge(unsigned from, unsigned to, uint64_t bytes)
+{
+	struct ta_arena *a = &ta_arenas[from], *b = &ta_arenas[to];
+	atomic_fetch_sub(&a->charged, bytes);
+	atomic_fetch_add(&b->charged, bytes);
+	/* Statistics: the moved objects' live bytes are now counted in the lower tier. */
+	atomic_fetch_sub(&a->folded_live, (int64_t)bytes);
+	atomic_fetch_add(&b->folded_live, (int64_t)bytes);
+	atomic_fetch_add(&a->demoted, bytes);
+	ta_arena_note_peak(to);
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire)) {
+		ta_shm_uncharge(from, bytes);
+		ta_shm_charge(to, bytes, TA_LIMIT_MAX, true);
+		atomic_fetch_add(&ta_shm.tiers[from].demoted, bytes);
+	}
+}
+
+/* Is a class's current run (the bump range) inside chunk c? Called with that class's lock. */
+static bool bump_in(const struct ta_central_bin *b, const struct ta_chunk *c)
+{
+	return (uintptr_t)b->bump - (uintptr_t)c < TA_CHUNK_SIZE && b->bump != b->bump_end;
+}
+
+static bool chunk_movable(unsigned tier, struct ta_chunk *c)
+{
+	struct ta_arena *a = &ta_arenas[tier];
+	if (c == a->cur)
+		return false;
+	bool seen[TA_NCLASSES] = { false };
+	for (unsigned p = 1; p < c->pages_used; p++) {
+		unsigned cls = c->page_class[p];
+		if (cls >= TA_NCLASSES || seen[cls])
+			continue;
+		seen[cls] = true;
+		struct ta_central_bin *b = &a->bins[cls];
+		pthread_mutex_lock(&b->lock);
+		bool busy = bump_in(b, c);
+		pthread_mutex_unlock(&b->lock);
+		if (busy)
+			return false;
+	}
+	return true;
+}
+
+unsigned ta_arena_chunks(unsigned tier, struct ta_chunk_info *out, unsigned max, bool movable)
+{
+	struct ta_arena *a = &ta_arenas[tier];
+	unsigned n = 0;
+	pthread_mutex_lock(&a->chunk_lock);
+	for (struct ta_chunk *c = a->chunks; c != NULL && n < max; c = c->next) {
+		if (movable && c == a->cur)
+			continue;
+		out[n].chunk = c;
+		out[n].carved_ns = c->carved_ns;
+		out[n].pages_used = c->pages_used;
+		n++;
+	}
+	pthread_mutex_unlock(&a->chunk_lock);
+	/* A chunk stops being current for good once another one is: checking after is enough. */
+	if (movable) {
+		unsigned kept = 0;
+		for (unsigned i = 0; i < n; i++)
+			if (chunk_movable(tier, out[i].chunk))
+				out[kept++] = out[i];
+		n = kept;
+	}
+	return n;
+}
+
+/* Take chunk c's objects off one central list; returns their bytes. */
+static uint64_t unlink_chunk_objects(struct ta_central_bin *from, struct ta_central_bin *to,
+				     const struct ta_chunk *c, size_t size)
+{
+	void *head = NULL, *tail = NULL;
+	uint32_t n = 0;
+	pthread_mutex_lock(&from->lock);
+	void **link = &from->head;
+	while (*link != NULL) {
+		void *p = *link;
+		if ((uintptr_t)p - (uintptr_t)c < TA_CHUNK_SIZE) {
+			*link = *(void **)p;
+			*(void **)p = head;
+			head = p;
+			if (tail == NULL)
+				tail = p;
+			n++;
+		} else {
+			link = (void **)p;
+		}
+	}
+	from->count -= n < from->count ? n : from->count;
+	pthread_mutex_unlock(&from->lock);
+	if (n == 0)
+		return 0;
+	pthread_mutex_lock(&to->lock);
+	*(void **)tail = to->head;
+	to->head = head;
+	to->count += n;
+	pthread_mutex_unlock(&to->lock);
+	return (uint64_t)n * size;
+}
+
+int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to)
+{
+	unsigned from = c->tier;
+	struct ta_arena *a = &ta_arenas[from], *b = &ta_arenas[to];
+	if (from == to || !chunk_movable(from, c))
+		return -1;
+	/* From here on frees of its objects go to the new tier. */
+	c->tier = to;
+	c->demoted = 1;
+	__atomic_store_n(&ta_chunk_map[(uintptr_t)c >> TA_CHUNK_SHIFT], (uint8_t)(to + 1),
+			 __ATOMIC_RELEASE);
+	uint64_t carved = 0, listed = 0;
+	bool seen[TA_NCLASSES] = { false };
+	for (unsigned p = 1; p < c->pages_used; p++) {
+		unsigned cls = c->page_class[p];
+		if (cls >= TA_NCLASSES)
+			continue;
+		size_t size = ta_class_size[cls];
+		unsigned run = ta_class_run_pages(cls);
+		carved += (uint64_t)(run * TA_PAGE_SIZE / size) * size;
+		p += run - 1;
+		if (seen[cls])
+			continue;
+		seen[cls] = true;
+		listed += unlink_chunk_objects(&a->bins[cls], &b->bins[cls], c, size);
+	}
+	/* Off the old tier's list, onto the new one's. */
+	pthread_mutex_lock(&a->chunk_lock);
+	for (struct ta_chunk **link = &a->chunks; *link != NULL; link = &(*link)->next) {
+		if (*link == c) {
+			*link = c->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&a->chunk_lock);
+	atomic_fetch_sub(&a->nchunks, 1);
+	pthread_mutex_lock(&b->chunk_lock);
+	c->next = b->chunks;
+	b->chunks = c;
+	pthread_mutex_unlock(&b->chunk_lock);
+	atomic_fetch_add(&b->nchunks, 1);
+	atomic_fetch_add(&a->demotions, 1);
+	/* The objects in use were charged to the old tier and will be freed to the new one: their
+	 * charge moves. Those cached by threads are handed out as the new tier's (alloc.c), and
+	 * those on central lists moved above. */
+	uint64_t cached = ta_tcache_cached_in(from, c, TA_CHUNK_SIZE);
+	return carved > listed + cached ? (int64_t)(carved - listed - cached) : 0;
 }
 
 /* Fork: take every arena lock so that the child sees consistent lists, in one fixed order. */

@@ -39,18 +39,22 @@ static void fork_prepare(void)
 {
 	ta_tcache_fork_prepare();
 	ta_arena_fork_prepare();
+	ta_large_fork_prepare();
 }
 
 static void fork_parent(void)
 {
+	ta_large_fork_parent();
 	ta_arena_fork_parent();
 	ta_tcache_fork_parent();
 }
 
 static void fork_child(void)
 {
+	ta_large_fork_child();
 	ta_arena_fork_child();
 	ta_tcache_fork_child();
+	ta_enforce_fork_child();
 	/* The child's heap is the parent's: its slot starts charged with it. */
 	uint64_t charged[TA_MAX_TIERS] = { 0 };
 	for (unsigned t = 0; t < ta_ntiers; t++)

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "tieralloc.h"
 
@@ -64,6 +65,9 @@ void ta_write_all(int fd, const char *buf, size_t len);
 void ta_log_fatal_assert(const char *cond, const char *file, int line) __attribute__((noreturn));
 
 /* ---- env.c: TIERALLOC_* options, parsed once without malloc ---- */
+enum ta_on_full { TA_ON_FULL_LOWEST = 0, TA_ON_FULL_ENOMEM = 1 };
+enum ta_enforce_mode { TA_ENFORCE_DEFERRED = 0, TA_ENFORCE_INLINE = 1, TA_ENFORCE_OFF = 2 };
+enum ta_promotion_mode { TA_PROMOTION_GATED = 0, TA_PROMOTION_ALWAYS = 1, TA_PROMOTION_NEVER = 2 };
 enum ta_opt_type { TA_OPT_BOOL, TA_OPT_SIZE, TA_OPT_STRING, TA_OPT_LEVEL, TA_OPT_ENUM };
 
 struct ta_options {
@@ -78,7 +82,9 @@ struct ta_options {
 	char shm_name[128];	 /* TIERALLOC_SHM_NAME: "" per cgroup, "off" local only */
 	char tier_limits[256];	 /* TIERALLOC_TIER_LIMITS, resolved by quota.c */
 	char split[128];	 /* TIERALLOC_SPLIT, resolved by quota.c */
-	bool on_full_enomem;	 /* TIERALLOC_ON_FULL=enomem */
+	int on_full;		 /* TIERALLOC_ON_FULL: enum ta_on_full */
+	int enforce;		 /* TIERALLOC_ENFORCE: enum ta_enforce_mode */
+	int promotion;		 /* TIERALLOC_PROMOTION: enum ta_promotion_mode */
 	unsigned nerrors;	 /* bad values seen (for TIERALLOC_STRICT) */
 };
 
@@ -171,9 +177,12 @@ unsigned ta_class_run_pages(unsigned cls);
 /* ---- arena.c: per-tier chunks, runs and central free lists ---- */
 struct ta_chunk {
 	uint64_t magic;
-	uint32_t tier;
+	uint32_t tier; /* where its memory is: changed when the chunk is demoted */
 	uint32_t pages_used;
-	struct ta_chunk *next; /* all chunks of the tier, for statistics */
+	struct ta_chunk *next; /* all chunks of the tier, under the arena's chunk_lock */
+	uint64_t carved_ns;    /* CLOCK_MONOTONIC when a run was last cut from it: its age */
+	uint32_t gate_state;   /* enum ta_gate_state, written by the enforcement pass only */
+	uint32_t demoted;      /* moved down by demotion: the gate never lets it be promoted */
 	uint8_t page_class[TA_CHUNK_PAGES];
 };
 #define TA_CHUNK_MAGIC 0x74696572636b6e31ull /* "tierckn1" */
@@ -205,6 +214,9 @@ struct ta_arena {
 	_Atomic uint64_t exhausted;
 	_Atomic uint64_t overflowed; /* every tier full: placed in the last one anyway */
 	_Atomic uint64_t backend_failures;
+	_Atomic uint64_t demoted;	/* bytes of charge moved from this tier to a lower one */
+	_Atomic uint64_t demotions;	/* ranges (chunks, large objects) moved from this tier */
+	_Atomic uint64_t reclaim_asked; /* bytes this process wrote to memory.reclaim for it */
 };
 
 extern struct ta_arena ta_arenas[TA_MAX_TIERS];
@@ -241,6 +253,97 @@ bool ta_arena_charge(unsigned tier, uint64_t bytes, int level, bool force);
  * that a request that then fails (a huge size) leaves no trace. */
 void ta_arena_note_peak(unsigned tier);
 void ta_arena_uncharge(unsigned tier, uint64_t bytes);
+/* Demotion moved bytes of this process's charge from one tier to another (both counters, this
+ * process's and the cgroup's). */
+void ta_arena_move_charge(unsigned from, unsigned to, uint64_t bytes);
+/* Up to max chunks of the tier that could be demoted now (not the one runs are cut from, no
+ * class's current run in it), with their age. */
+struct ta_chunk_info {
+	struct ta_chunk *chunk;
+	uint64_t carved_ns;
+	uint32_t pages_used;
+};
+unsigned ta_arena_chunks(unsigned tier, struct ta_chunk_info *out, unsigned max, bool movable);
+/* After its pages moved: make chunk c a chunk of tier to (free lists, map, list); returns the
+ * charge to move with it (bytes of its objects not on a central free list), or -1 if it can no
+ * longer be moved. */
+int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to);
+
+/* ---- cold.c: large objects on record, and the order in which memory is demoted ---- */
+/* In front of every large object's header: its place in its tier's list and its age. */
+struct ta_large_link {
+	struct ta_large_link *prev, *next;
+	uint64_t born_ns; /* CLOCK_MONOTONIC at allocation */
+	uint32_t placed;  /* tier charged and holding its pages: home, or where it was demoted */
+	uint32_t state;	  /* TA_LARGE_* bits, under the registry's lock */
+};
+/* Behind the link, right before the object. */
+struct ta_large_hdr {
+	uint64_t magic;	  /* TA_LARGE_MAGIC ^ user address: a foreign pointer will not match */
+	uint64_t size;	  /* usable bytes */
+	uint32_t offset;  /* user - raw */
+	uint32_t tier;	  /* home: the tier whose kind it came from and goes back to */
+	uint32_t aligned; /* allocated with an alignment above 16: never reallocated in place */
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct ta_large_link) == 32 && sizeof(struct ta_large_hdr) == 32,
+	       "link and header fill the 64 bytes in front of a large object");
+static inline struct ta_large_hdr *ta_large_hdr_of(const void *user)
+{
+	return (struct ta_large_hdr *)((uintptr_t)user - sizeof(struct ta_large_hdr));
+}
+static inline struct ta_large_link *ta_large_link_of(const void *user)
+{
+	return (struct ta_large_link *)((uintptr_t)user - 64);
+}
+static inline void *ta_large_user_of(const struct ta_large_link *l)
+{
+	return (char *)l + 64;
+}
+#define TA_LARGE_BUSY	 1u /* the enforcement pass is moving or binding it */
+#define TA_LARGE_FREED	 2u /* freed while busy: the pass frees it when done */
+#define TA_LARGE_REBOUND 4u /* its range's policy is not its home kind's: restore before free */
+#define TA_LARGE_RELAXED 8u /* the promotion gate let NUMA balancing act on it */
+
+void ta_large_register(struct ta_large_link *l, unsigned tier);
+/* Take l off the record. Freeing: false when the pass holds it (it frees it when done). Not
+ * freeing (realloc in place): false when busy, demoted or rebound, and l stays on record. */
+bool ta_large_unregister(struct ta_large_link *l, uint32_t *state, bool freeing);
+void ta_large_fork_prepare(void);
+void ta_large_fork_parent(void);
+void ta_large_fork_child(void);
+
+/* A range the enforcement pass may demote or bind. */
+enum ta_range_kind { TA_RANGE_CHUNK, TA_RANGE_LARGE };
+struct ta_cold_range {
+	void *addr;
+	size_t len;	 /* bytes the range spans */
+	uint64_t charge; /* large: its size; chunks: known when retagged */
+	uint64_t age_ns; /* since allocation (large) or since a run was last cut (chunk) */
+	uint64_t score;	 /* lower is colder */
+	void *owner;	 /* struct ta_chunk * or struct ta_large_link * */
+	uint8_t kind;
+};
+/*
+ * The cold policy ranks ranges; the default ("age") scores by age alone, oldest first, since
+ * nothing better is visible without privileges. A source of real hotness (NUMA hinting faults
+ * seen by BPF) replaces it by setting ta_cold_policy.
+ */
+struct ta_cold_policy {
+	const char *name;
+	uint64_t (*score)(const struct ta_cold_range *r);
+};
+extern const struct ta_cold_policy *ta_cold_policy;
+/* Up to max ranges of the tier, coldest first. Large objects returned are marked busy and must
+ * be handed back with ta_cold_release. */
+unsigned ta_cold_collect(unsigned tier, struct ta_cold_range *out, unsigned max);
+/* Done with a large range: moved_to >= 0 when its pages now sit on that tier; relaxed 1 or 0
+ * when the gate relaxed or bound it, -1 unchanged. Frees it if it was freed meanwhile. */
+void ta_cold_release(struct ta_cold_range *r, int moved_to, int relaxed);
+/* Large objects of the tier on record (for the promotion gate). Marked busy, like collect. */
+unsigned ta_cold_large_all(unsigned tier, struct ta_cold_range *out, unsigned max);
+/* Free a large object for good (the backend's kind of its home tier, its charge). */
+void ta_large_destroy(struct ta_large_link *l);
 
 /* ---- tcache.c: per-thread caches ---- */
 /* A stack of cached objects: freeing writes nothing into the object itself. */
@@ -278,6 +381,9 @@ bool ta_tcache_stock_refill(struct ta_tcache *tc, unsigned tier, uint64_t need, 
 			    bool force);
 void ta_tcache_stock_trim(struct ta_tcache *tc, unsigned tier);
 void ta_tcache_drain_deferred(struct ta_tcache *tc);
+/* Bytes of the objects in [lo, lo+len) that threads hold in their caches of tier (a racy count:
+ * owners push and pop meanwhile). */
+uint64_t ta_tcache_cached_in(unsigned tier, const void *lo, size_t len);
 /* Sum of the live tcaches' counters into per-tier totals. */
 void ta_tcache_sum(int64_t live[TA_MAX_TIERS], uint64_t cnt[TA_MAX_TIERS][3]);
 void ta_tcache_flush_all_mine(void);
@@ -324,6 +430,74 @@ struct ta_real_malloc {
 	size_t (*usable_size)(void *);
 };
 extern struct ta_real_malloc ta_real;
+
+/* ---- demote.c: the only caller of mbind ---- */
+/* Move the pages of [addr, addr+len) (page-aligned inside) to tier's nodes and bind them there. */
+int ta_demote_range(void *addr, size_t len, unsigned tier);
+/* Bind [addr, addr+len) to tier's nodes without moving (relax=false), or let NUMA balancing move
+ * it into faster tiers up to tier `upto` (relax=true). move: take back pages that left. */
+int ta_bind_range(void *addr, size_t len, unsigned tier, bool move);
+int ta_relax_range(void *addr, size_t len, unsigned tier, unsigned upto);
+/* A freed large object's range goes back to its home tier's policy, its pages dropped. */
+void ta_restore_range(void *addr, size_t len, unsigned home);
+/* Demote up to bytes of this process's memory from tier from to tier to, coldest first;
+ * returns the bytes of charge moved. */
+uint64_t ta_demote(unsigned from, unsigned to, uint64_t bytes);
+
+/* ---- enforce.c: reconcile with the kernel, demote, reclaim, gate (issue 5) ---- */
+struct ta_enforce_in {
+	unsigned ntiers;
+	uint64_t observed[TA_MAX_TIERS];   /* the cgroup's bytes on each tier's nodes */
+	uint64_t limit[TA_MAX_TIERS][4];   /* TA_LIMIT_* per tier */
+	uint64_t cg_charged[TA_MAX_TIERS]; /* every process's charge */
+	uint64_t my_charged[TA_MAX_TIERS]; /* this process's */
+	uint64_t current;		   /* memory.current, UINT64_MAX: unknown */
+	bool gated[TA_MAX_TIERS];	   /* the gate of the last pass (hysteresis) */
+	uint64_t cg_high;		   /* min(memory.high, memory.max), UINT64_MAX: none */
+};
+struct ta_enforce_plan {
+	uint64_t demote[TA_MAX_TIERS][TA_MAX_TIERS]; /* this process's bytes from a to b */
+	uint64_t reclaim[TA_MAX_TIERS];		     /* its bytes for memory.reclaim, per tier */
+	uint64_t reclaim_total;			     /* ... for the cgroup's total */
+	/* Promotions into the tier must stop: it is within TA_GATE_MARGIN of its high share (and
+	 * reopens only below the whole margin, so the gate does not flap). */
+	bool gate[TA_MAX_TIERS];
+};
+/* The gate's margin below a tier's high share: an eighth of it, at least 8 MiB. */
+static inline uint64_t ta_gate_margin(uint64_t high)
+{
+	uint64_t m = high / 8 > (8ull << 20) ? high / 8 : (8ull << 20);
+	return m < high ? m : high;
+}
+/* What this process should do, from a reading: pure, unit-tested. */
+void ta_enforce_plan(const struct ta_enforce_in *in, struct ta_enforce_plan *out);
+/* One pass: observe (one process per period and cgroup), plan, act. Returns false when there
+ * was nothing to act on (no new reading, no quotas). */
+bool ta_enforce_pass(void);
+/* Set when quotas exist or a tier was found full: enforcement has work to watch. */
+extern _Atomic bool ta_enforce_wanted;
+/* From the allocation slow paths, with no allocator lock held: start the worker, or run a pass
+ * inline (TIERALLOC_ENFORCE=inline), as the mode says. */
+void ta_enforce_poke(void);
+void ta_enforce_fork_child(void);
+
+/* ---- gate.c: the promotion gate (TIERALLOC_PROMOTION) ---- */
+/* gate[t]: tier t is at or over its high share, promotions into it must stop. */
+void ta_gate_update(const bool gate[TA_MAX_TIERS]);
+enum ta_gate_state { TA_GATE_BOUND = 0 }; /* chunk gate_state: 0, or relaxed up to tier n-1 */
+
+/* ---- worker.c: the per-process enforcement thread ---- */
+#define TA_ENFORCE_PERIOD_NS (200 * 1000 * 1000ull)
+void ta_worker_start(void);
+void ta_worker_kick(void);
+void ta_worker_fork_child(void);
+
+static inline uint64_t ta_monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- stats.c / ctl.c ---- */
 int ta_stats_tier(unsigned tier, struct tieralloc_tier_stats *out);

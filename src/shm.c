@@ -371,6 +371,9 @@ void ta_shm_refresh_limits(bool now)
 		 * would let the max pass unchecked. */
 		if (v[TA_LIMIT_HIGH] > v[TA_LIMIT_MAX])
 			v[TA_LIMIT_HIGH] = v[TA_LIMIT_MAX];
+		/* A real quota: enforcement has something to watch (enforce.c). */
+		if (v[TA_LIMIT_HIGH] < cap && !atomic_load(&ta_enforce_wanted))
+			atomic_store(&ta_enforce_wanted, true);
 		for (unsigned k = 0; k < TA_NLIMITS; k++)
 			if (atomic_exchange(&r->limit[k], v[k]) != v[k])
 				changed = true;

@@ -3,7 +3,7 @@
 # in a build configured with --enable-asan --enable-ubsan (the SANITIZED conditional).
 unit_tests = \
 	tests/unit/test_env tests/unit/test_topo tests/unit/test_sizeclass tests/unit/test_boot \
-	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup
+	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -45,3 +45,8 @@ tests_unit_test_cgroup_SOURCES = tests/unit/test_cgroup.c tests/lib/test.h
 tests_unit_test_cgroup_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_cgroup_CFLAGS = $(unit_cflags)
 tests_unit_test_cgroup_LDADD = $(unit_ldadd)
+
+tests_unit_test_enforce_SOURCES = tests/unit/test_enforce.c tests/lib/test.h
+tests_unit_test_enforce_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_enforce_CFLAGS = $(unit_cflags)
+tests_unit_test_enforce_LDADD = $(unit_ldadd)

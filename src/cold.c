@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What memory this process has in each tier and which of it is coldest: the record of large
+ * objects (a list per tier, in allocation order) and the ranking of demotion candidates, chunks
+ * and large objects together.
+ *
+ * The default policy is age: a large object is as cold as it is old, a chunk as long ago as a run
+ * was last cut from it. Access bits are not visible without privileges (idle page tracking and
+ * /proc/kpageflags need root; soft-dirty sees writes only), so age is the honest first cut; a
+ * hotness source (NUMA hinting faults counted by BPF, the agent of a later issue) replaces the
+ * score function through ta_cold_policy.
+ *
+ * A large object the pass is working on is marked busy under the registry's lock; a free that
+ * finds it busy leaves it to the pass (TA_LARGE_FREED), so the pass never calls mbind on memory
+ * that went back to memkind, and no allocating thread ever waits for an mbind.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+static pthread_mutex_t large_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ta_large_link *large_head[TA_MAX_TIERS], *large_tail[TA_MAX_TIERS];
+
+static void list_append(struct ta_large_link *l, unsigned tier)
+{
+	l->next = NULL;
+	l->prev = large_tail[tier];
+	if (l->prev != NULL)
+		l->prev->next = l;
+	else
+		large_head[tier] = l;
+	large_tail[tier] = l;
+}
+
+static void list_remove(struct ta_large_link *l)
+{
+	unsigned t = l->placed;
+	if (l->prev != NULL)
+		l->prev->next = l->next;
+	else
+		large_head[t] = l->next;
+	if (l->next != NULL)
+		l->next->prev = l->prev;
+	else
+		large_tail[t] = l->prev;
+	l->prev = l->next = NULL;
+}
+
+void ta_large_register(struct ta_large_link *l, unsigned tier)
+{
+	l->born_ns = ta_monotonic_ns();
+	l->placed = tier;
+	l->state = 0;
+	pthread_mutex_lock(&large_lock);
+	list_append(l, tier);
+	pthread_mutex_unlock(&large_lock);
+}
+
+bool ta_large_unregister(struct ta_large_link *l, uint32_t *state, bool freeing)
+{
+	pthread_mutex_lock(&large_lock);
+	*state = l->state;
+	if (l->state & TA_LARGE_BUSY) {
+		if (freeing)
+			l->state |= TA_LARGE_FREED;
+		pthread_mutex_unlock(&large_lock);
+		return false;
+	}
+	if (!freeing &&
+	    (l->state != 0 || l->placed != ta_large_hdr_of(ta_large_user_of(l))->tier)) {
+		pthread_mutex_unlock(&large_lock);
+		return false;
+	}
+	list_remove(l);
+	pthread_mutex_unlock(&large_lock);
+	return true;
+}
+
+static uint64_t score_by_age(const struct ta_cold_range *r)
+{
+	return UINT64_MAX - r->age_ns;
+}
+
+static const struct ta_cold_policy age_policy = { "age", score_by_age };
+const struct ta_cold_policy *ta_cold_policy = &age_policy;
+
+/* Shell sort by score: no malloc (qsort may allocate), and n is a few hundred. */
+static void sort_by_score(struct ta_cold_range *r, unsigned n)
+{
+	static const unsigned gaps[] = { 301, 132, 57, 23, 10, 4, 1 };
+	for (unsigned g = 0; g < sizeof(gaps) / sizeof(gaps[0]); g++) {
+		unsigned gap = gaps[g];
+		for (unsigned i = gap; i < n; i++) {
+			struct ta_cold_range tmp = r[i];
+			unsigned j = i;
+			for (; j >= gap && r[j - gap].score > tmp.score; j -= gap)
+				r[j] = r[j - gap];
+			r[j] = tmp;
+		}
+	}
+}
+
+static unsigned take_large(unsigned tier, struct ta_cold_range *out, unsigned max, uint64_t now)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&large_lock);
+	for (struct ta_large_link *l = large_head[tier]; l != NULL && n < max; l = l->next) {
+		if (l->state & TA_LARGE_BUSY)
+			continue;
+		l->state |= TA_LARGE_BUSY;
+		struct ta_cold_range *r = &out[n++];
+		memset(r, 0, sizeof(*r));
+		r->kind = TA_RANGE_LARGE;
+		r->owner = l;
+		/* The object itself: the header and link lines before it are not worth a page. */
+		r->addr = ta_large_user_of(l);
+		r->len = ta_large_hdr_of(r->addr)->size;
+		r->charge = r->len;
+		r->age_ns = now > l->born_ns ? now - l->born_ns : 0;
+	}
+	pthread_mutex_unlock(&large_lock);
+	return n;
+}
+
+unsigned ta_cold_large_all(unsigned tier, struct ta_cold_range *out, unsigned max)
+{
+	return take_large(tier, out, max, ta_monotonic_ns());
+}
+
+unsigned ta_cold_collect(unsigned tier, struct ta_cold_range *out, unsigned max)
+{
+	uint64_t now = ta_monotonic_ns();
+	/* Half the room for each kind, so that neither hides the other. */
+	unsigned n = take_large(tier, out, max / 2, now);
+	struct ta_chunk_info info[128];
+	unsigned want = max - n < 128 ? max - n : 128;
+	unsigned nc = ta_arena_chunks(tier, info, want, true);
+	for (unsigned i = 0; i < nc; i++) {
+		struct ta_cold_range *r = &out[n++];
+		memset(r, 0, sizeof(*r));
+		r->kind = TA_RANGE_CHUNK;
+		r->owner = info[i].chunk;
+		r->addr = info[i].chunk;
+		r->len = TA_CHUNK_SIZE;
+		/* What the chunk holds in pages: what moving it takes off the tier. */
+		r->charge = (uint64_t)info[i].pages_used * TA_PAGE_SIZE;
+		r->age_ns = now > info[i].carved_ns ? now - info[i].carved_ns : 0;
+	}
+	for (unsigned i = 0; i < n; i++)
+		out[i].score = ta_cold_policy->score(&out[i]);
+	sort_by_score(out, n);
+	return n;
+}
+
+void ta_cold_release(struct ta_cold_range *r, int moved_to, int relaxed)
+{
+	if (r->kind != TA_RANGE_LARGE)
+		return;
+	struct ta_large_link *l = r->owner;
+	pthread_mutex_lock(&large_lock);
+	if (moved_to >= 0 && (unsigned)moved_to != l->placed) {
+		list_remove(l);
+		l->placed = (uint32_t)moved_to;
+		list_append(l, (unsigned)moved_to);
+	}
+	if (moved_to >= 0) {
+		l->state |= TA_LARGE_REBOUND;
+		l->state &= ~TA_LARGE_RELAXED; /* bound to its new tier by the move */
+	}
+	if (relaxed == 1)
+		l->state |= TA_LARGE_REBOUND | TA_LARGE_RELAXED;
+	else if (relaxed == 0)
+		l->state &= ~TA_LARGE_RELAXED; /* bound to its tier again; REBOUND stays */
+	l->state &= ~TA_LARGE_BUSY;
+	bool freed = (l->state & TA_LARGE_FREED) != 0;
+	if (freed)
+		list_remove(l);
+	pthread_mutex_unlock(&large_lock);
+	if (freed)
+		ta_large_destroy(l);
+}
+
+void ta_large_fork_prepare(void)
+{
+	pthread_mutex_lock(&large_lock);
+}
+
+void ta_large_fork_parent(void)
+{
+	pthread_mutex_unlock(&large_lock);
+}
+
+/* The child has no pass running: nothing stays busy. An object freed while busy in the parent
+ * stays allocated in the child (one object, only when fork meets a pass). */
+void ta_large_fork_child(void)
+{
+	pthread_mutex_init(&large_lock, NULL);
+	for (unsigned t = 0; t < TA_MAX_TIERS; t++)
+		for (struct ta_large_link *l = large_head[t]; l != NULL; l = l->next)
+			l->state &= ~(TA_LARGE_BUSY | TA_LARGE_FREED);
+}

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The promotion gate (seed 000, patch 13, from user space). memkind binds every kind's memory to
+ * its tier (MPOL_BIND), which NUMA balancing leaves alone: by itself tieralloc's lower-tier
+ * memory is never promoted. TIERALLOC_PROMOTION says what the kernel may do:
+ *   never   leave it so;
+ *   always  relax every lower-tier range (MPOL_BIND over its tier and the faster ones, with
+ *           MPOL_F_NUMA_BALANCING) so that the kernel promotes what is hot, quota or not;
+ *   gated   (default) relax a tier's ranges while every faster tier up to the target has
+ *           headroom; when one comes within half a margin of its high share (ta_gate_margin:
+ *           an eighth of it), bind them back with MPOL_MF_MOVE, which also returns the pages
+ *           the kernel had promoted; reopen once it is a whole margin below.
+ * Memory that tieralloc demoted is never relaxed: the kernel would bring back what was just
+ * moved down, and the two would take turns.
+ * Only ranges whose pages are all present are relaxed: under the relaxed policy a new fault
+ * would land on the faulting CPU's node. A freed large object's range gets its home policy back
+ * (ta_restore_range); chunks are never freed.
+ */
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "shm.h"
+
+/* Per tier: the fastest tier its ranges may be promoted into; == the tier itself when bound. */
+static unsigned relaxed_upto[TA_MAX_TIERS];
+static _Atomic bool unsupported;
+
+/* Are all pages of the range present? mincore needs no privileges. */
+static bool resident(void *addr, size_t len)
+{
+	unsigned char vec[1024]; /* one 4 MiB chunk */
+	uintptr_t a = ((uintptr_t)addr + 4095) & ~(uintptr_t)4095;
+	uintptr_t e = ((uintptr_t)addr + len) & ~(uintptr_t)4095;
+	while (a < e) {
+		size_t n = (e - a) / 4096 < sizeof(vec) ? (e - a) / 4096 : sizeof(vec);
+		if (syscall(SYS_mincore, a, n * 4096, vec) != 0)
+			return false;
+		for (size_t i = 0; i < n; i++)
+			if (!(vec[i] & 1))
+				return false;
+		a += n * 4096;
+	}
+	return true;
+}
+
+static void relax_failed(int rc)
+{
+	if (!atomic_exchange(&unsupported, true))
+		ta_log(TA_LOG_INFO,
+		       "promotion gate: this kernel cannot let NUMA balancing act on bound memory "
+		       "(mbind MPOL_F_NUMA_BALANCING: %d, Linux >= 5.15); lower tiers stay bound",
+		       rc);
+}
+
+/* Bring tier t's ranges to the wanted state; want == t binds. */
+static void apply(unsigned t, unsigned want, bool changed)
+{
+	static struct ta_cold_range ranges[256];
+	struct ta_chunk_info info[256];
+	unsigned n = ta_arena_chunks(t, info, 256, false);
+	for (unsigned i = 0; i < n; i++) {
+		struct ta_chunk *c = info[i].chunk;
+		/* Demoted memory went down by decision: letting the kernel bring it back would
+		 * undo the demotion (the two would take turns). */
+		if (want < t && c->gate_state != want + 1 && !c->demoted &&
+		    resident(c, TA_CHUNK_SIZE)) {
+			int rc = ta_relax_range(c, TA_CHUNK_SIZE, t, want);
+			if (rc != 0) {
+				relax_failed(rc);
+				return;
+			}
+			c->gate_state = want + 1;
+		} else if (want == t && c->gate_state != 0) {
+			ta_bind_range(c, TA_CHUNK_SIZE, t, true);
+			c->gate_state = 0;
+		}
+	}
+	/* Large objects: only when the state changed, or to relax new ones. */
+	if (want == t && !changed)
+		return;
+	n = ta_cold_large_all(t, ranges, 256);
+	for (unsigned i = 0; i < n; i++) {
+		struct ta_cold_range *r = &ranges[i];
+		struct ta_large_link *l = r->owner;
+		int relaxed = -1;
+		bool demoted = l->placed != ta_large_hdr_of(r->addr)->tier;
+		if (want < t && !(l->state & TA_LARGE_RELAXED) && !demoted &&
+		    resident(r->addr, r->len)) {
+			if (ta_relax_range(r->addr, r->len, t, want) == 0)
+				relaxed = 1;
+		} else if (want == t && (l->state & TA_LARGE_RELAXED)) {
+			ta_bind_range(r->addr, r->len, t, true);
+			relaxed = 0;
+		}
+		ta_cold_release(r, -1, relaxed);
+	}
+}
+
+void ta_gate_update(const bool gate[TA_MAX_TIERS])
+{
+	static bool started;
+	int mode = ta_opts.promotion;
+	if (!started) {
+		/* memkind's binding: every tier starts closed. */
+		for (unsigned t = 0; t < TA_MAX_TIERS; t++)
+			relaxed_upto[t] = t;
+		started = true;
+	}
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
+		for (unsigned t = 0; t < ta_ntiers; t++)
+			atomic_store(&ta_shm.tiers[t].gated,
+				     mode != TA_PROMOTION_ALWAYS && gate[t] ? 1 : 0);
+	if (mode == TA_PROMOTION_NEVER || atomic_load(&unsupported))
+		return;
+	for (unsigned t = 1; t < ta_ntiers; t++) {
+		unsigned want = 0;
+		if (mode == TA_PROMOTION_GATED) {
+			/* The fastest tier reachable without crossing one at its share. */
+			want = t;
+			while (want > 0 && !gate[want - 1])
+				want--;
+		}
+		bool changed = want != relaxed_upto[t];
+		relaxed_upto[t] = want;
+		apply(t, want, changed);
+	}
+}

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Enforcement (src/enforce.c, demote.c, cold.c): the plan as a pure function over readings, and
+ * demotion's bookkeeping on a real heap. Any host can run the second part: TIERALLOC_TIERS="0;0"
+ * makes two tiers of node 0, so mbind(MPOL_MF_MOVE) moves nothing but every other step (choice of
+ * ranges, retagging chunks, moving charges, large objects freed mid-demotion) is the real one.
+ * The kernel side (pages really changing nodes) is tests/guest/enforce.sh.
+ */
+#include <pthread.h>
+
+#include "internal.h"
+#include "shm.h"
+#include "test.h"
+
+#define MiB ((uint64_t)1 << 20)
+#define UNL UINT64_MAX
+
+/* ---- the plan ---- */
+
+static void two_tiers(struct ta_enforce_in *in, uint64_t high0, uint64_t high1)
+{
+	memset(in, 0, sizeof(*in));
+	in->ntiers = 2;
+	in->current = UNL;
+	in->cg_high = UNL;
+	for (unsigned t = 0; t < 2; t++) {
+		in->limit[t][TA_LIMIT_HIGH] = t ? high1 : high0;
+		in->limit[t][TA_LIMIT_MAX] = t ? high1 : high0;
+	}
+}
+
+static void test_plan(void)
+{
+	struct ta_enforce_in in;
+	struct ta_enforce_plan p;
+
+	test_context("under every share: nothing to do");
+	two_tiers(&in, 100 * MiB, 100 * MiB);
+	in.observed[0] = 90 * MiB;
+	in.cg_charged[0] = in.my_charged[0] = 80 * MiB;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], 0);
+	expect_eq(p.reclaim[0] + p.reclaim[1] + p.reclaim_total, 0);
+
+	test_context("tier 0 over: the excess goes down, one process");
+	in.observed[0] = 130 * MiB;
+	in.observed[1] = 10 * MiB;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], 30 * MiB);
+	expect_eq(p.reclaim[0], 0);
+
+	test_context("two processes share it by their charge");
+	in.cg_charged[0] = 120 * MiB;
+	in.my_charged[0] = 30 * MiB;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], 30 * MiB / 4);
+
+	test_context("a process cannot demote more than it has");
+	in.cg_charged[0] = 10 * MiB;
+	in.my_charged[0] = 10 * MiB;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], 10 * MiB);
+
+	test_context("no room below: the rest is reclaimed");
+	in.cg_charged[0] = in.my_charged[0] = 120 * MiB;
+	in.observed[1] = 90 * MiB;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], 10 * MiB);
+	expect_eq(p.reclaim[0], 20 * MiB);
+
+	test_context("half the process's charge: half the reclaim");
+	in.cg_charged[0] = 240 * MiB;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], 5 * MiB);
+	expect_eq(p.reclaim[0], 10 * MiB);
+
+	test_context("the last tier over: reclaim");
+	two_tiers(&in, 100 * MiB, 50 * MiB);
+	in.observed[1] = 70 * MiB;
+	in.cg_charged[1] = in.my_charged[1] = 60 * MiB;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.reclaim[1], 20 * MiB);
+
+	test_context("low and min are floors (seed 000)");
+	two_tiers(&in, 100 * MiB, 500 * MiB);
+	in.limit[0][TA_LIMIT_LOW] = 120 * MiB;
+	in.observed[0] = 130 * MiB;
+	in.cg_charged[0] = in.my_charged[0] = 130 * MiB;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], 10 * MiB);
+	in.limit[0][TA_LIMIT_MIN] = 140 * MiB;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], 0);
+
+	test_context("the cgroup's total over memory.high");
+	two_tiers(&in, 500 * MiB, 500 * MiB);
+	in.observed[0] = 100 * MiB;
+	in.cg_charged[0] = 100 * MiB;
+	in.my_charged[0] = 50 * MiB;
+	in.current = 300 * MiB;
+	in.cg_high = 200 * MiB;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.reclaim_total, 50 * MiB);
+	expect_eq(p.demote[0][1], 0);
+
+	test_context("unknown usage: no total reclaim");
+	in.current = UNL;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.reclaim_total, 0);
+
+	test_context("unlimited tiers: nothing, and no gate");
+	two_tiers(&in, UNL, UNL);
+	in.observed[0] = 1ull << 40;
+	in.cg_charged[0] = in.my_charged[0] = 1ull << 40;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], 0);
+	expect_eq(p.reclaim[0], 0);
+	expect_true(!p.gate[0]);
+
+	test_context("the gate closes half a margin below the share, opens a margin below");
+	uint64_t high = 160 * MiB, margin = ta_gate_margin(high);
+	expect_eq(margin, 20 * MiB);
+	two_tiers(&in, high, UNL);
+	in.observed[0] = high - margin / 2 - 1;
+	ta_enforce_plan(&in, &p);
+	expect_true(!p.gate[0]);
+	in.observed[0] = high - margin / 2;
+	ta_enforce_plan(&in, &p);
+	expect_true(p.gate[0]);
+	in.gated[0] = true;
+	in.observed[0] = high - margin;
+	ta_enforce_plan(&in, &p);
+	expect_true(p.gate[0]);
+	in.observed[0] = high - margin - 1;
+	ta_enforce_plan(&in, &p);
+	expect_true(!p.gate[0]);
+	expect_eq(ta_gate_margin(4 * MiB), 4 * MiB);
+	expect_eq(ta_gate_margin(1ull << 40), (1ull << 40) / 8);
+}
+
+/* ---- demotion on a real heap ---- */
+
+#define NSMALL 4096
+#define SMALL  1024
+#define NLARGE 8
+#define LARGE  (1 * MiB)
+
+static unsigned char *small[NSMALL], *large[NLARGE];
+
+static uint64_t charged(int tier)
+{
+	struct tieralloc_tier_stats s = { .size = sizeof(s) };
+	if (tieralloc_tier_stats(tier, &s) != 0)
+		test_hard("tieralloc_tier_stats(%d)", tier);
+	return s.charged;
+}
+
+static uint64_t live(int tier)
+{
+	struct tieralloc_tier_stats s = { .size = sizeof(s) };
+	tieralloc_tier_stats(tier, &s);
+	return s.bytes_live;
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)(seed * 31 + i * 7);
+}
+
+static bool intact(const unsigned char *p, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (unsigned char)(seed * 31 + i * 7))
+			return false;
+	return true;
+}
+
+static void *other_thread(void *arg)
+{
+	/* Objects cached by another thread when their chunk is demoted. */
+	unsigned char **mine = arg;
+	for (unsigned i = 0; i < 64; i++)
+		mine[i] = tieralloc_malloc_tier(0, SMALL);
+	for (unsigned i = 0; i < 64; i += 2)
+		tieralloc_free(mine[i]);
+	return NULL;
+}
+
+static void test_demote(void)
+{
+	tieralloc_ctl_set("thread.flush", NULL, 0);
+	uint64_t base0 = charged(0), base1 = charged(1), live_base = live(0) + live(1);
+	for (unsigned i = 0; i < NSMALL; i++) {
+		small[i] = tieralloc_malloc_tier(0, SMALL);
+		fill(small[i], SMALL, i);
+	}
+	for (unsigned i = 0; i < NLARGE; i++) {
+		large[i] = tieralloc_malloc_tier(0, LARGE);
+		fill(large[i], LARGE, 7000 + i);
+	}
+	unsigned char *theirs[64];
+	pthread_t th;
+	pthread_create(&th, NULL, other_thread, theirs);
+	pthread_join(th, NULL);
+	/* Half the small objects freed: central lists and this thread's cache hold some. */
+	for (unsigned i = 0; i < NSMALL; i += 2) {
+		tieralloc_free(small[i]);
+		small[i] = NULL;
+	}
+	uint64_t before0 = charged(0), before1 = charged(1);
+
+	test_context("demote 3 MiB from tier 0 to tier 1");
+	uint64_t moved = ta_demote(0, 1, 3 * MiB);
+	expect_true(moved > 0);
+	expect_eq(charged(0), before0 - moved);
+	expect_eq(charged(1), before1 + moved);
+	expect_eq(atomic_load(&ta_arenas[0].demoted), moved);
+
+	test_context("demote everything that can move");
+	uint64_t more = ta_demote(0, 1, UINT64_MAX);
+	expect_eq(charged(0), before0 - moved - more);
+	expect_eq(charged(1), before1 + moved + more);
+	unsigned small_down = 0, large_down = 0;
+	for (unsigned i = 1; i < NSMALL; i += 2) {
+		small_down += tieralloc_tier_of(small[i]) == 1;
+		if (!intact(small[i], SMALL, i))
+			expect_true(!"a demoted small object changed");
+	}
+	for (unsigned i = 0; i < NLARGE; i++) {
+		large_down += tieralloc_tier_of(large[i]) == 1;
+		expect_true(intact(large[i], LARGE, 7000 + i));
+	}
+	/* Every large object, and the small ones outside the chunk runs are still cut from. */
+	expect_eq(large_down, NLARGE);
+	expect_true(small_down > 0);
+	expect_true(moved + more >= (uint64_t)NLARGE * LARGE + small_down * SMALL);
+	test_context("after demotion, new objects and reuse keep the books right");
+	void *extra[512];
+	for (unsigned i = 0; i < 512; i++)
+		extra[i] = tieralloc_malloc(SMALL);
+	for (unsigned i = 0; i < 512; i++)
+		tieralloc_free(extra[i]);
+
+	test_context("a large object freed while the pass holds it is freed by the pass");
+	struct ta_cold_range r[8];
+	unsigned n = ta_cold_large_all(1, r, 8);
+	expect_eq(n, NLARGE);
+	uint64_t held = charged(1);
+	unsigned freed = 0;
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned k = 0; k < NLARGE; k++)
+			if (large[k] != NULL && ta_large_user_of(r[i].owner) == (void *)large[k] &&
+			    freed < 2) {
+				tieralloc_free(large[k]);
+				large[k] = NULL;
+				freed++;
+			}
+	/* Not freed yet: the pass has them. */
+	expect_eq(charged(1), held);
+	for (unsigned i = 0; i < n; i++)
+		ta_cold_release(&r[i], -1, -1);
+	expect_eq(freed, 2);
+	expect_eq(charged(1), held - 2 * LARGE);
+
+	test_context("everything freed: both tiers back where they started");
+	for (unsigned i = 0; i < NSMALL; i++)
+		tieralloc_free(small[i]);
+	for (unsigned i = 0; i < NLARGE; i++)
+		tieralloc_free(large[i]);
+	for (unsigned i = 1; i < 64; i += 2)
+		tieralloc_free(theirs[i]);
+	tieralloc_ctl_set("thread.flush", NULL, 0);
+	expect_eq(live(0) + live(1), live_base);
+	expect_eq(charged(0), base0);
+	expect_eq(charged(1), base1);
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const env[] = { "TIERALLOC_TIERS=0;0", "TIERALLOC_ENFORCE=off",
+					   "TIERALLOC_SHM_NAME=off", NULL };
+	test_reexec_with_env(argv, env);
+	test_plan();
+	if (tieralloc_tier_count() != 2)
+		test_skip("TIERALLOC_TIERS=\"0;0\" did not give two tiers (%d)",
+			  tieralloc_tier_count());
+	test_demote();
+	return test_done();
+}
