@@ -2,7 +2,11 @@
 check_PROGRAMS += tests/guest/placement
 tests_guest_placement_SOURCES = tests/guest/placement.c
 tests_guest_placement_LDADD = src/libtacore.la
-EXTRA_DIST += tests/guest/suite.sh tests/guest/quota.sh
+# Run under the preload, not linked with tieralloc.
+check_PROGRAMS += tests/guest/enforce_work
+tests_guest_enforce_work_SOURCES = tests/guest/enforce_work.c
+tests_guest_enforce_work_LDADD = -lpthread
+EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests/guest/enforce.sh
 
 GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
 check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat
@@ -10,10 +14,13 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
 		--include $(abs_top_builddir)/tests/guest/placement \
+		--include $(abs_top_builddir)/tests/guest/enforce_work \
 		--include $(abs_top_builddir)/tests/quota/quota_hog \
 		--include $(abs_top_builddir)/tests/quota/shm_peek \
 		--include $(abs_top_builddir)/tools/tieralloc-stat \
+		--include $(abs_top_srcdir)/tests/guest/lib.sh \
 		--include $(abs_top_srcdir)/tests/guest/quota.sh \
+		--include $(abs_top_srcdir)/tests/guest/enforce.sh \
 		--include $(abs_top_srcdir)/tests/guest/suite.sh -- \
 		$(abs_top_srcdir)/tests/guest/suite.sh $(abs_top_builddir) $(abs_top_srcdir)
 .PHONY: check-guest

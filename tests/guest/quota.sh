@@ -35,12 +35,8 @@ TOL=$((16 * M))
 CGMAX=384
 WORK=288
 failed=0
-pass() { echo "PASS $1"; }
-fail() {
-	echo "FAIL $1: $2"
-	failed=1
-}
-mib() { echo "$(($1 / M))M"; }
+# shellcheck source=tests/guest/lib.sh
+. "$2/tests/guest/lib.sh"
 
 rm -rf $W
 mkdir -p $W
@@ -51,12 +47,6 @@ for f in "$PRELOAD" "$HOG" "$PEEK" "$STAT"; do
 	fi
 done
 
-# cg_new NAME MAX: a fresh cgroup with that memory.max.
-cg_new() {
-	cg=/sys/fs/cgroup/$1
-	[ -d $cg ] && rmdir $cg
-	mkdir $cg && echo "$2" >$cg/memory.max
-}
 
 # hog_start NAME FD CGROUP [VAR=value...]: quota_hog in CGROUP under the preload, its commands
 # through a FIFO held open on FD (3..9), replies in $W/NAME.out.
@@ -111,26 +101,6 @@ hog_quit() {
 # warm NAME: one explicit block in each tier, so that both tiers' memkind kinds are set up before
 # the baseline is read.
 warm() { hog_cmd "$1" "tier 0 4K" && hog_cmd "$1" "tier 1 4K"; }
-
-# kv LINE KEY: the value of KEY in a "key=value ..." line.
-kv() { echo "$1" | sed -n "s/^\(.* \)\{0,1\}$2=\([^ ]*\).*/\2/p"; }
-
-# seg_of CGROUP: the name of the cgroup's segment in /dev/shm.
-seg_of() {
-	for f in /dev/shm/tieralloc-v1-cg"$(stat -c %i "$1")"-t*; do
-		[ -e "$f" ] && echo "${f#/dev/shm/}"
-		return
-	done
-}
-
-# anon CGROUP: "N0 N1", the cgroup's anon bytes on nodes 0 and 1.
-anon() { sed -n 's/^anon N0=\([0-9]*\) N1=\([0-9]*\).*/\1 \2/p' "$1/memory.numa_stat"; }
-
-# peek_tier SEG TIER KEY
-peek_tier() { kv "$("$PEEK" "$1" | grep "^tier=$2 ")" "$3"; }
-
-# within A B TOL: |A - B| <= TOL
-within() { [ $(($1 > $2 ? $1 - $2 : $2 - $1)) -le "$3" ]; }
 
 # ---------------------------------------------------------------- quota.limits
 cg_new tq-limits 512M

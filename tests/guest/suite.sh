@@ -95,4 +95,6 @@ else
 fi
 # 5. Per-cgroup, per-tier quotas (issue 4): limits from memory.*, residency, fairness.
 sh "$S/tests/guest/quota.sh" "$B" "$S" || failed=1
+# 6. Enforcement (issue 5): demotion, memory.reclaim, the promotion gate.
+sh "$S/tests/guest/enforce.sh" "$B" "$S" || failed=1
 exit $failed

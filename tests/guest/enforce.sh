@@ -1,0 +1,188 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Enforcement in the two-tier guest (issue 5): node 0 (CPUs) is tier 0, the CPU-less node 1 tier
+# 1, cgroup v2, a zram swap device. Run by suite.sh as root, busybox sh.
+# Usage: enforce.sh BUILDDIR SRCDIR. Prints "PASS name" / "FAIL name: why"; exit 1 on failure.
+#
+#   enforce.converge.small / .large
+#       enforce_work holds 256 MiB in 4 KiB (chunks) or 1 MiB blocks (large objects), half of
+#       them a hot pointer chase, in a cgroup with memory.max 768M (tier-0 share ~384M: all of it
+#       fits in node 0). memory.max drops to 512M while it runs: the cgroup's memory on node 0
+#       (anon + file N0 of memory.numa_stat) must come down to the new tier-0 share within
+#       CONVERGE_S seconds and stay there; every block's contents are unchanged (checksums); the
+#       segment counts the demoted bytes. Reported: time to converge, the excess over the share
+#       when the limit dropped, the largest excess seen after converging, and the fraction of
+#       the hot and of the cold blocks' pages that were demoted.
+#   enforce.reclaim
+#       TIERALLOC_TIER_LIMITS gives each tier a high share of 32M, with no room in tier 1 for
+#       what tier 0 holds above its share: the worker writes the rest to memory.reclaim, the
+#       kernel swaps it out (zram), and memory.current falls by at least RECLAIM_MIN.
+#   enforce.gate
+#       kernel.numa_balancing=1 with the scan settings of DESIGN.md. A workload with blocks on
+#       node 1 that are all hot and tier 0 at its share. With TIERALLOC_PROMOTION=always (no
+#       gate, no enforcement), the kernel promotes them: node 0 grows past the share. With the
+#       default (gated): promotions happen while tier 0 has headroom (memory.max raised), and
+#       once memory.max drops again the gate closes and node 0 comes back under the share and
+#       stays there while the chase goes on.
+B=$1
+PRELOAD=$B/preload/.libs/libtieralloc-preload.so
+WORK=$B/tests/guest/enforce_work
+PEEK=$B/tests/quota/shm_peek
+STAT=$B/tools/tieralloc-stat
+W=/tmp/enforce
+M=1048576
+CONVERGE_S=20
+RECLAIM_MIN=$((32 * M))
+failed=0
+# shellcheck source=tests/guest/lib.sh
+. "$2/tests/guest/lib.sh"
+
+rm -rf $W
+mkdir -p $W
+for f in "$PRELOAD" "$WORK" "$PEEK" "$STAT"; do
+	if [ ! -f "$f" ]; then
+		fail enforce.setup "$f missing (make check builds it; check-guest includes it)"
+		exit 1
+	fi
+done
+
+# Time in hundredths of a second since boot.
+now_cs() { sed 's/^\([0-9]*\)\.\([0-9]*\).*/\1\2/' /proc/uptime; }
+# n0 CGROUP: the cgroup's bytes on node 0 (anon + file), as tieralloc's observation counts.
+n0() {
+	awk '/^(anon|file) /{for(i=2;i<=NF;i++) if ($i ~ /^N0=/) {sub("N0=","",$i); s+=$i}}
+	     END {print s+0}' "$1/memory.numa_stat"
+}
+# share0 SEG BYTES: tier 0's share of a cgroup-wide limit, from the segment's share_ppm.
+share0() { echo $(($2 / 1000000 * $(peek_tier "$1" 0 share_ppm))); }
+
+# work_start NAME CGROUP TOTAL BLOCK HOT [VAR=value...]: enforce_work in CGROUP under the
+# preload, its commands through a FIFO on fd 3, replies in $W/NAME.out; waits for "ready".
+work_start() {
+	name=$1
+	cgdir=$2
+	total=$3
+	block=$4
+	hot=$5
+	shift 5
+	rm -f $W/$name.in
+	mkfifo $W/$name.in
+	: >$W/$name.out
+	exec 3<>$W/$name.in
+	(echo 0 >"$cgdir/cgroup.procs" && exec env "$@" LD_PRELOAD="$PRELOAD" "$WORK" \
+		"$total" "$block" "$hot" <$W/$name.in >$W/$name.out 2>$W/$name.err) &
+	work_pid=$!
+	work_n=1
+	work_wait || return 1
+}
+
+# work_wait: the next reply line, in $REPLY (a guard of 300 s against a hung program).
+work_wait() {
+	tries=0
+	while [ "$(wc -l <$W/$name.out)" -lt "$work_n" ]; do
+		if ! kill -0 "$work_pid" 2>/dev/null || [ $tries -ge 3000 ]; then
+			REPLY=
+			echo "enforce_work $name: no reply; stderr: $(cat $W/$name.err)"
+			return 1
+		fi
+		sleep 0.1
+		tries=$((tries + 1))
+	done
+	REPLY=$(sed -n "${work_n}p" $W/$name.out)
+}
+
+work_cmd() {
+	echo "$1" >&3
+	work_n=$((work_n + 1))
+	work_wait
+}
+
+work_quit() {
+	echo quit >&3
+	wait "$work_pid"
+	exec 3>&-
+}
+
+# pct PART WHOLE: PART as a percentage of WHOLE, one decimal.
+pct() { awk -v p="$1" -v w="$2" 'BEGIN { printf "%.1f", w ? 100 * p / w : 0 }'; }
+
+# ------------------------------------------------------------- enforce.converge
+converge() {
+	test=enforce.converge.$1
+	cg_new te-$1 768M
+	if ! work_start "$1" "$cg" 256M "$2" 50; then
+		fail $test "the workload did not start"
+		return
+	fi
+	seg=$(seg_of "$cg")
+	# The worker starts on first need; give the first readings a moment.
+	sleep 1
+	before=$(n0 "$cg")
+	work_cmd where
+	where0=$REPLY
+	t0=$(now_cs)
+	echo 512M >"$cg/memory.max"
+	target=$(share0 "$seg" $((512 * M)))
+	excess0=$((before - target))
+	converged=
+	worst_after=0
+	deadline=$((t0 + CONVERGE_S * 100))
+	settle_end=
+	while :; do
+		t=$(now_cs)
+		v=$(n0 "$cg")
+		if [ -z "$converged" ] && [ "$v" -le "$target" ]; then
+			converged=$((t - t0))
+			settle_end=$((t + 300))
+		fi
+		if [ -n "$converged" ]; then
+			[ $((v - target)) -gt "$worst_after" ] && worst_after=$((v - target))
+			[ "$t" -ge "$settle_end" ] && break
+		fi
+		[ "$t" -ge "$deadline" ] && break
+		sleep 0.1
+	done
+	work_cmd where
+	where1=$REPLY
+	work_cmd verify
+	verify=$REPLY
+	demoted=$(peek_tier "$seg" 0 demoted)
+	stat_json=$("$STAT" --json 2>&1)
+	work_quit
+	hot_n1=$(kv "$where1" hot_n1)
+	hot_all=$(($(kv "$where1" hot_n0) + hot_n1))
+	cold_n1=$(kv "$where1" cold_n1)
+	cold_all=$(($(kv "$where1" cold_n0) + cold_n1))
+	echo "   $1 blocks: node 0 held $(mib "$before") before; tier-0 share at 512M: $(mib "$target")"
+	echo "   placement before: $where0"
+	echo "   placement after:  $where1"
+	if [ -z "$converged" ]; then
+		fail $test "node 0 still at $(mib "$(n0 "$cg")") after ${CONVERGE_S}s (share $(mib "$target"))"
+	else
+		echo "   converged in $((converged / 100)).$((converged % 100 / 10))s; excess when" \
+			"the limit dropped $(mib $excess0); largest excess in the 3 s after:" \
+			"$((worst_after / 1024)) KiB"
+		echo "   demoted: $(mib "$demoted") (segment); hot pages demoted" \
+			"$(pct "$hot_n1" "$hot_all")%, cold pages $(pct "$cold_n1" "$cold_all")%" \
+			"(policy: age)"
+		if [ "$worst_after" -gt $((4 * M)) ]; then
+			fail $test "node 0 went $(mib $worst_after) back over the share after converging"
+		elif [ "$(kv "$verify" bad)" != 0 ] || [ -z "$(kv "$verify" bad)" ]; then
+			fail $test "contents changed: $verify"
+		elif [ "${demoted:-0}" -le 0 ]; then
+			fail $test "the segment counts no demoted bytes"
+		elif ! echo "$stat_json" | grep -q '"demoted":[1-9]'; then
+			fail $test "tieralloc-stat --json shows no demoted bytes: $stat_json"
+		else
+			pass $test
+		fi
+	fi
+	if grep -v "cannot ask the kernel to reclaim" $W/"$1".err | grep -q .; then
+		fail $test "the workload wrote to stderr: $(cat $W/"$1".err)"
+	fi
+	rmdir "$cg" 2>/dev/null
+}
+converge small 4K
+converge large 1M
+
+exit $failed

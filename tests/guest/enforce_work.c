@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The workload of the enforcement tests (tests/guest/enforce.sh), run under the preload in a
+ * cgroup whose limits the script changes while it runs.
+ *
+ *   enforce_work TOTAL BLOCK HOT_PERCENT
+ *
+ * Allocates TOTAL bytes in BLOCK-byte blocks with malloc, fills every word but the first with a
+ * value derived from its block and position, and prints "ready blocks=N". The blocks are the
+ * nodes of a pointer chase: the first word of each points to the next block of its set, in a
+ * random order. HOT_PERCENT of the blocks, picked by a hash of their index (so hot and cold
+ * blocks are interleaved in memory), form the hot set, whose cycle a thread follows over and
+ * over, reading one word of every page of each block on its way. The main thread allocates and
+ * frees a little every 20 ms, like a program that keeps running.
+ *
+ * Commands on stdin, one reply line each:
+ *   where   "where hot_n0=P hot_n1=P cold_n0=P cold_n1=P other=P": pages of the hot and cold
+ *           blocks on each node (move_pages(2) without moving; "other": absent or elsewhere)
+ *   verify  "verify blocks=N bad=B": every word re-checked against its value
+ *   quit    exit 0
+ * Sizes take K and M suffixes. A 900 s alarm ends a forgotten process.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static uint64_t **blocks;
+static size_t nblocks, block_size;
+static unsigned char *is_hot;
+static volatile int stop;
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static size_t parse_size(const char *s)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (*end == 'K')
+		v <<= 10;
+	else if (*end == 'M')
+		v <<= 20;
+	return (size_t)v;
+}
+
+static void *hot_head;
+
+static void *hot_reader(void *arg)
+{
+	(void)arg;
+	uint64_t sum = 0;
+	const volatile uint64_t *w = hot_head;
+	while (!stop) {
+		for (size_t off = 512; off < block_size / 8; off += 512)
+			sum += w[off];
+		w = (const volatile uint64_t *)(uintptr_t)w[0];
+	}
+	return (void *)(uintptr_t)sum;
+}
+
+/* Link the blocks of one set (hot or not) into a cycle, in a shuffled order. */
+static void *link_cycle(unsigned char hot, size_t *order)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < nblocks; i++)
+		if (is_hot[i] == hot)
+			order[n++] = i;
+	if (n == 0)
+		return NULL;
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = (size_t)(mix(i ^ 0x5eed) % (i + 1)), t = order[i];
+		order[i] = order[j];
+		order[j] = t;
+	}
+	for (size_t i = 0; i < n; i++)
+		blocks[order[i]][0] = (uint64_t)(uintptr_t)blocks[order[(i + 1) % n]];
+	return blocks[order[0]];
+}
+
+/* Pages of block i on node 0, node 1, elsewhere or absent. */
+static void count_pages(size_t i, unsigned long counts[3])
+{
+	enum { BATCH = 512 };
+	void *pages[BATCH];
+	int status[BATCH];
+	uintptr_t start = ((uintptr_t)blocks[i] + 4095) & ~(uintptr_t)4095;
+	uintptr_t end = ((uintptr_t)blocks[i] + block_size) & ~(uintptr_t)4095;
+	if (end <= start) {
+		/* A block smaller than a page: ask for the page holding its start. */
+		start = (uintptr_t)blocks[i] & ~(uintptr_t)4095;
+		end = start + 4096;
+	}
+	while (start < end) {
+		unsigned n = 0;
+		for (; n < BATCH && start < end; n++, start += 4096)
+			pages[n] = (void *)start;
+		if (syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, status, 0) != 0) {
+			counts[2] += n;
+			continue;
+		}
+		for (unsigned k = 0; k < n; k++)
+			counts[status[k] == 0 ? 0 : status[k] == 1 ? 1 : 2]++;
+	}
+}
+
+static void where(void)
+{
+	unsigned long hot[3] = { 0 }, cold[3] = { 0 };
+	/* Small blocks share pages: count each page once, with the block that starts on it. */
+	uintptr_t last_page = 0;
+	for (size_t i = 0; i < nblocks; i++) {
+		uintptr_t page = (uintptr_t)blocks[i] & ~(uintptr_t)4095;
+		if (block_size < 4096 && page == last_page)
+			continue;
+		last_page = page;
+		count_pages(i, is_hot[i] ? hot : cold);
+	}
+	printf("where hot_n0=%lu hot_n1=%lu cold_n0=%lu cold_n1=%lu other=%lu\n", hot[0], hot[1],
+	       cold[0], cold[1], hot[2] + cold[2]);
+}
+
+static void verify(void)
+{
+	size_t bad = 0;
+	for (size_t i = 0; i < nblocks; i++) {
+		for (size_t w = 1; w < block_size / 8; w++)
+			if (blocks[i][w] != mix(((uint64_t)i << 32) ^ w)) {
+				bad++;
+				break;
+			}
+	}
+	printf("verify blocks=%zu bad=%zu\n", nblocks, bad);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 4) {
+		fprintf(stderr, "usage: %s TOTAL BLOCK HOT_PERCENT\n", argv[0]);
+		return 2;
+	}
+	alarm(900);
+	size_t total = parse_size(argv[1]);
+	block_size = parse_size(argv[2]) & ~(size_t)7;
+	unsigned hot_pct = (unsigned)atoi(argv[3]);
+	if (block_size < 16 || total < block_size) {
+		fprintf(stderr, "enforce_work: bad sizes\n");
+		return 2;
+	}
+	nblocks = total / block_size;
+	blocks = calloc(nblocks, sizeof(*blocks));
+	is_hot = calloc(nblocks, 1);
+	if (blocks == NULL || is_hot == NULL)
+		return 1;
+	for (size_t i = 0; i < nblocks; i++) {
+		blocks[i] = malloc(block_size);
+		if (blocks[i] == NULL) {
+			printf("failed block=%zu errno=%d\n", i, errno);
+			return 1;
+		}
+		for (size_t w = 1; w < block_size / 8; w++)
+			blocks[i][w] = mix(((uint64_t)i << 32) ^ w);
+		is_hot[i] = mix(i * 7919u) % 100 < hot_pct;
+	}
+	size_t *order = calloc(nblocks, sizeof(*order));
+	if (order == NULL)
+		return 1;
+	hot_head = link_cycle(1, order);
+	link_cycle(0, order);
+	free(order);
+	pthread_t reader;
+	if (hot_head != NULL && pthread_create(&reader, NULL, hot_reader, NULL) != 0)
+		return 1;
+	printf("ready blocks=%zu\n", nblocks);
+	fflush(stdout);
+	char line[64];
+	for (;;) {
+		struct pollfd pfd = { 0, POLLIN, 0 };
+		if (poll(&pfd, 1, 20) == 0) {
+			free(malloc(1000 + (size_t)(mix((uint64_t)rand()) % 60000)));
+			continue;
+		}
+		if (fgets(line, sizeof(line), stdin) == NULL)
+			break;
+		if (strncmp(line, "where", 5) == 0)
+			where();
+		else if (strncmp(line, "verify", 6) == 0)
+			verify();
+		else if (strncmp(line, "quit", 4) == 0)
+			break;
+		else
+			printf("unknown command\n");
+		fflush(stdout);
+	}
+	stop = 1;
+	if (hot_head != NULL)
+		pthread_join(reader, NULL);
+	return 0;
+}
