@@ -280,6 +280,7 @@ int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to)
 	/* From here on frees of its objects go to the new tier. */
 	c->tier = to;
 	c->demoted = 1;
+	c->gate_state = 0; /* the move bound it to its new tier */
 	__atomic_store_n(&ta_chunk_map[(uintptr_t)c >> TA_CHUNK_SHIFT], (uint8_t)(to + 1),
 			 __ATOMIC_RELEASE);
 	uint64_t carved = 0, listed = 0;

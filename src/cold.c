@@ -84,10 +84,10 @@ static uint64_t score_by_age(const struct ta_cold_range *r)
 static const struct ta_cold_policy age_policy = { "age", score_by_age };
 const struct ta_cold_policy *ta_cold_policy = &age_policy;
 
-/* Shell sort by score: no malloc (qsort may allocate), and n is a few hundred. */
+/* Shell sort by score: no malloc (qsort may allocate), and n is a few thousand at most. */
 static void sort_by_score(struct ta_cold_range *r, unsigned n)
 {
-	static const unsigned gaps[] = { 301, 132, 57, 23, 10, 4, 1 };
+	static const unsigned gaps[] = { 1750, 701, 301, 132, 57, 23, 10, 4, 1 };
 	for (unsigned g = 0; g < sizeof(gaps) / sizeof(gaps[0]); g++) {
 		unsigned gap = gaps[g];
 		for (unsigned i = gap; i < n; i++) {
@@ -127,16 +127,19 @@ unsigned ta_cold_large_all(unsigned tier, struct ta_cold_range *out, unsigned ma
 	return take_large(tier, out, max, ta_monotonic_ns());
 }
 
+#define MAX_CANDIDATES 4096
+
 unsigned ta_cold_collect(unsigned tier, struct ta_cold_range *out, unsigned max)
 {
+	/* Every range of the tier is a candidate (the pass runs one at a time: static is fine):
+	 * ranking only some would leave the oldest of a large heap out. */
+	static struct ta_cold_range all[MAX_CANDIDATES];
+	static struct ta_chunk_info info[MAX_CANDIDATES];
 	uint64_t now = ta_monotonic_ns();
-	/* Half the room for each kind, so that neither hides the other. */
-	unsigned n = take_large(tier, out, max / 2, now);
-	struct ta_chunk_info info[128];
-	unsigned want = max - n < 128 ? max - n : 128;
-	unsigned nc = ta_arena_chunks(tier, info, want, true);
+	unsigned n = take_large(tier, all, MAX_CANDIDATES / 4, now);
+	unsigned nc = ta_arena_chunks(tier, info, MAX_CANDIDATES - n, true);
 	for (unsigned i = 0; i < nc; i++) {
-		struct ta_cold_range *r = &out[n++];
+		struct ta_cold_range *r = &all[n++];
 		memset(r, 0, sizeof(*r));
 		r->kind = TA_RANGE_CHUNK;
 		r->owner = info[i].chunk;
@@ -147,9 +150,13 @@ unsigned ta_cold_collect(unsigned tier, struct ta_cold_range *out, unsigned max)
 		r->age_ns = now > info[i].carved_ns ? now - info[i].carved_ns : 0;
 	}
 	for (unsigned i = 0; i < n; i++)
-		out[i].score = ta_cold_policy->score(&out[i]);
-	sort_by_score(out, n);
-	return n;
+		all[i].score = ta_cold_policy->score(&all[i]);
+	sort_by_score(all, n);
+	unsigned kept = n < max ? n : max;
+	memcpy(out, all, kept * sizeof(*out));
+	for (unsigned i = kept; i < n; i++)
+		ta_cold_release(&all[i], -1, -1);
+	return kept;
 }
 
 void ta_cold_release(struct ta_cold_range *r, int moved_to, int relaxed)

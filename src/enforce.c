@@ -201,14 +201,18 @@ bool ta_enforce_pass(void)
 		struct ta_enforce_plan plan;
 		gather(&in);
 		ta_enforce_plan(&in, &plan);
-		for (unsigned a = 0; a < ta_ntiers; a++) {
-			for (unsigned b = a + 1; b < ta_ntiers; b++)
-				if (plan.demote[a][b] > 0)
-					ta_demote(a, b, plan.demote[a][b]);
-			reclaim(plan.reclaim[a], a);
+		/* The gate first: closing it takes back what the kernel promoted, which this
+		 * reading still counts; demoting for it as well would demote twice. */
+		bool closed = ta_gate_update(plan.gate);
+		if (!closed && ta_opts.enforce != TA_ENFORCE_OFF) {
+			for (unsigned a = 0; a < ta_ntiers; a++) {
+				for (unsigned b = a + 1; b < ta_ntiers; b++)
+					if (plan.demote[a][b] > 0)
+						ta_demote(a, b, plan.demote[a][b]);
+				reclaim(plan.reclaim[a], a);
+			}
+			reclaim(plan.reclaim_total, ta_ntiers - 1);
 		}
-		reclaim(plan.reclaim_total, ta_ntiers - 1);
-		ta_gate_update(plan.gate);
 		acted = true;
 	}
 	atomic_store(&pass_running, false);
@@ -217,9 +221,17 @@ bool ta_enforce_pass(void)
 
 void ta_enforce_poke(void)
 {
-	if (!atomic_load_explicit(&ta_enforce_wanted, memory_order_relaxed))
+	/* Quotas, or the kernel let loose on lower tiers (TIERALLOC_PROMOTION=always). */
+	if (!atomic_load_explicit(&ta_enforce_wanted, memory_order_relaxed) &&
+	    ta_opts.promotion != TA_PROMOTION_ALWAYS)
 		return;
 	switch (ta_opts.enforce) {
+	case TA_ENFORCE_OFF:
+		/* No demotion or reclaim; the gate, if any, still needs the worker. */
+		if (ta_opts.promotion == TA_PROMOTION_NEVER)
+			return;
+		ta_worker_start();
+		return;
 	case TA_ENFORCE_DEFERRED:
 		ta_worker_start();
 		return;
@@ -232,8 +244,6 @@ void ta_enforce_poke(void)
 			ta_enforce_pass();
 		return;
 	}
-	default:
-		return;
 	}
 }
 

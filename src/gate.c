@@ -54,33 +54,41 @@ static void relax_failed(int rc)
 		       rc);
 }
 
-/* Bring tier t's ranges to the wanted state; want == t binds. */
+/* Bring tier t's ranges to the wanted state; want == t binds. Chunks are relaxed whole, 4 MiB
+ * aligned: a policy boundary inside a transparent huge page splits its mapping, and NUMA
+ * balancing skips PTE-mapped huge pages (Linux 6.1). Only chunks no run will be cut from any
+ * more, whose runs are all present: the rest of the chunk (its header page) is never faulted. */
 static void apply(unsigned t, unsigned want, bool changed)
 {
-	static struct ta_cold_range ranges[256];
-	struct ta_chunk_info info[256];
-	unsigned n = ta_arena_chunks(t, info, 256, false);
+	static struct ta_cold_range ranges[1024];
+	static struct ta_chunk_info info[4096]; /* 16 GiB of chunks; the pass runs alone */
+	unsigned n = ta_arena_chunks(t, info, 4096, want < t);
 	for (unsigned i = 0; i < n; i++) {
 		struct ta_chunk *c = info[i].chunk;
+		if (want == t || changed) {
+			if (c->gate_state != 0)
+				ta_bind_range(c, TA_CHUNK_SIZE, t, true);
+			c->gate_state = 0;
+			if (want == t)
+				continue;
+		}
 		/* Demoted memory went down by decision: letting the kernel bring it back would
 		 * undo the demotion (the two would take turns). */
-		if (want < t && c->gate_state != want + 1 && !c->demoted &&
-		    resident(c, TA_CHUNK_SIZE)) {
-			int rc = ta_relax_range(c, TA_CHUNK_SIZE, t, want);
-			if (rc != 0) {
-				relax_failed(rc);
-				return;
-			}
-			c->gate_state = want + 1;
-		} else if (want == t && c->gate_state != 0) {
-			ta_bind_range(c, TA_CHUNK_SIZE, t, true);
-			c->gate_state = 0;
+		uint32_t end = info[i].pages_used;
+		if (c->demoted || c->gate_state != 0 || end <= 1 ||
+		    !resident((char *)c + TA_PAGE_SIZE, (end - 1) * TA_PAGE_SIZE))
+			continue;
+		int rc = ta_relax_range(c, TA_CHUNK_SIZE, t, want);
+		if (rc != 0) {
+			relax_failed(rc);
+			return;
 		}
+		c->gate_state = 1;
 	}
 	/* Large objects: only when the state changed, or to relax new ones. */
 	if (want == t && !changed)
 		return;
-	n = ta_cold_large_all(t, ranges, 256);
+	n = ta_cold_large_all(t, ranges, 1024);
 	for (unsigned i = 0; i < n; i++) {
 		struct ta_cold_range *r = &ranges[i];
 		struct ta_large_link *l = r->owner;
@@ -98,8 +106,9 @@ static void apply(unsigned t, unsigned want, bool changed)
 	}
 }
 
-void ta_gate_update(const bool gate[TA_MAX_TIERS])
+bool ta_gate_update(const bool gate[TA_MAX_TIERS])
 {
+	bool closed = false;
 	static bool started;
 	int mode = ta_opts.promotion;
 	if (!started) {
@@ -113,7 +122,7 @@ void ta_gate_update(const bool gate[TA_MAX_TIERS])
 			atomic_store(&ta_shm.tiers[t].gated,
 				     mode != TA_PROMOTION_ALWAYS && gate[t] ? 1 : 0);
 	if (mode == TA_PROMOTION_NEVER || atomic_load(&unsupported))
-		return;
+		return false;
 	for (unsigned t = 1; t < ta_ntiers; t++) {
 		unsigned want = 0;
 		if (mode == TA_PROMOTION_GATED) {
@@ -123,7 +132,10 @@ void ta_gate_update(const bool gate[TA_MAX_TIERS])
 				want--;
 		}
 		bool changed = want != relaxed_upto[t];
+		if (changed && want > relaxed_upto[t])
+			closed = true;
 		relaxed_upto[t] = want;
 		apply(t, want, changed);
 	}
+	return closed;
 }

@@ -181,7 +181,7 @@ struct ta_chunk {
 	uint32_t pages_used;
 	struct ta_chunk *next; /* all chunks of the tier, under the arena's chunk_lock */
 	uint64_t carved_ns;    /* CLOCK_MONOTONIC when a run was last cut from it: its age */
-	uint32_t gate_state;   /* enum ta_gate_state, written by the enforcement pass only */
+	uint32_t gate_state;   /* 1: relaxed by the promotion gate, 0: bound (gate.c, the pass) */
 	uint32_t demoted;      /* moved down by demotion: the gate never lets it be promoted */
 	uint8_t page_class[TA_CHUNK_PAGES];
 };
@@ -482,9 +482,9 @@ void ta_enforce_poke(void);
 void ta_enforce_fork_child(void);
 
 /* ---- gate.c: the promotion gate (TIERALLOC_PROMOTION) ---- */
-/* gate[t]: tier t is at or over its high share, promotions into it must stop. */
-void ta_gate_update(const bool gate[TA_MAX_TIERS]);
-enum ta_gate_state { TA_GATE_BOUND = 0 }; /* chunk gate_state: 0, or relaxed up to tier n-1 */
+/* gate[t]: promotions into tier t must stop. Returns true when a gate closed (and took back
+ * what the kernel had promoted). */
+bool ta_gate_update(const bool gate[TA_MAX_TIERS]);
 
 /* ---- worker.c: the per-process enforcement thread ---- */
 #define TA_ENFORCE_PERIOD_NS (200 * 1000 * 1000ull)

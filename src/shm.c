@@ -314,8 +314,11 @@ bool ta_shm_charge(unsigned tier, uint64_t bytes, int level, bool force)
 {
 	struct ta_shm_tier *r = &ta_shm.tiers[tier];
 	uint64_t limit = atomic_load_explicit(&r->limit[level], memory_order_relaxed);
+	/* What the kernel sees there beyond the charges (memkind's metadata, page cache, pages it
+	 * promoted): intent plus the last observed truth. */
+	uint64_t untracked = atomic_load_explicit(&r->untracked, memory_order_relaxed);
 	uint64_t now = atomic_fetch_add(&r->charged, bytes) + bytes;
-	if (now > limit && !force) {
+	if ((now > limit || untracked > limit - now) && !force) {
 		atomic_fetch_sub(&r->charged, bytes);
 		if (level == TA_LIMIT_MAX)
 			atomic_fetch_add(&r->exhausted, 1);

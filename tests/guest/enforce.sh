@@ -19,9 +19,9 @@
 #       kernel swaps it out (zram), and memory.current falls by at least RECLAIM_MIN.
 #   enforce.gate
 #       kernel.numa_balancing=1 with the scan settings of DESIGN.md. A workload with blocks on
-#       node 1 that are all hot and tier 0 at its share. With TIERALLOC_PROMOTION=always (no
+#       node 1 that are all hot and tier 0 at its share (memory.max 512M). With TIERALLOC_PROMOTION=always (no
 #       gate, no enforcement), the kernel promotes them: node 0 grows past the share. With the
-#       default (gated): promotions happen while tier 0 has headroom (memory.max raised), and
+#       default (gated): promotions happen while tier 0 has headroom (memory.max 1536M), and
 #       once memory.max drops again the gate closes and node 0 comes back under the share and
 #       stays there while the chase goes on.
 B=$1
@@ -184,5 +184,167 @@ converge() {
 }
 converge small 4K
 converge large 1M
+
+# ------------------------------------------------------------- enforce.reclaim
+# peak_sampler CGROUP FILE: the highest memory.current seen, kept in FILE, until FILE.stop exists.
+peak_sampler() {
+	peak=0
+	while [ ! -e "$2.stop" ]; do
+		v=$(cat "$1/memory.current")
+		[ "$v" -gt "$peak" ] && peak=$v && echo "$peak" >"$2"
+		sleep 0.05
+	done
+}
+
+reclaim_test() {
+	test=enforce.reclaim
+	if ! grep -q zram0 /proc/swaps; then
+		if ! { echo 512M >/sys/block/zram0/disksize && mkswap /dev/zram0 >/dev/null &&
+			swapon /dev/zram0; }; then
+			fail $test "cannot set up zram swap (is the zram module in the guest?)"
+			return
+		fi
+	fi
+	cg_new te-reclaim max
+	rm -f $W/peak $W/peak.stop
+	peak_sampler "$cg" $W/peak &
+	sampler=$!
+	if ! work_start reclaim "$cg" 160M 64K 0 "TIERALLOC_TIER_LIMITS=0.high=32M;1.high=32M"; then
+		fail $test "the workload did not start"
+		touch $W/peak.stop
+		return
+	fi
+	seg=$(seg_of "$cg")
+	sleep 4
+	touch $W/peak.stop
+	wait $sampler
+	peak=$(cat $W/peak)
+	after=$(cat "$cg/memory.current")
+	swapped=$(cat "$cg/memory.swap.current")
+	reclaims=$(($(peek_tier "$seg" 0 reclaims) + $(peek_tier "$seg" 1 reclaims)))
+	asked=$(($(peek_tier "$seg" 0 reclaim_asked) + $(peek_tier "$seg" 1 reclaim_asked)))
+	work_cmd verify
+	verify=$REPLY
+	work_quit
+	echo "   memory.current peak $(mib "$peak"), 4 s after ready $(mib "$after");" \
+		"swapped $(mib "$swapped"); $reclaims writes to memory.reclaim asking $(mib "$asked")"
+	if [ "$reclaims" -le 0 ]; then
+		fail $test "no write to memory.reclaim was counted"
+	elif [ $((peak - after)) -lt $RECLAIM_MIN ]; then
+		fail $test "memory.current fell by $(mib $((peak - after))) only"
+	elif [ "$(kv "$verify" bad)" != 0 ]; then
+		fail $test "contents changed: $verify"
+	else
+		pass $test
+	fi
+	rmdir "$cg" 2>/dev/null
+}
+reclaim_test
+
+# ------------------------------------------------------------- enforce.gate
+SCAN=/sys/kernel/debug/sched/numa_balancing
+# The gate's workload: tier 0 at its share (~250M) and ~120M more on node 1, all hot. The
+# cgroup keeps room: a promotion allocates the new page before freeing the old one, and at
+# memory.max it fails.
+GATE_MAX=512M
+GATE_WORK=320M
+# watch_n0 CGROUP SECONDS: the largest node-0 usage seen over that time, in $hi.
+watch_n0() {
+	hi=0
+	end=$(($(now_cs) + $2 * 100))
+	while [ "$(now_cs)" -lt $end ]; do
+		v=$(n0 "$1")
+		[ "$v" -gt "$hi" ] && hi=$v
+		sleep 0.2
+	done
+}
+
+# settle CGROUP TARGET: wait (up to CONVERGE_S) for node 0 to be within TARGET.
+settle() {
+	end=$(($(now_cs) + CONVERGE_S * 100))
+	while [ "$(n0 "$1")" -gt "$2" ] && [ "$(now_cs)" -lt $end ]; do
+		sleep 0.1
+	done
+}
+
+gate_test() {
+	if ! echo 1 >/proc/sys/kernel/numa_balancing || ! echo 100 >$SCAN/scan_delay_ms ||
+		! echo 100 >$SCAN/scan_period_min_ms; then
+		fail enforce.gate "cannot turn on NUMA balancing with the scan settings"
+		return
+	fi
+	# Without the gate: the hot blocks on node 1 come up, past tier 0's share.
+	test=enforce.gate.without
+	cg_new te-nogate $GATE_MAX
+	if ! work_start nogate "$cg" $GATE_WORK 64K 100 TIERALLOC_PROMOTION=always \
+		TIERALLOC_ENFORCE=off; then
+		fail $test "the workload did not start"
+		return
+	fi
+	seg=$(seg_of "$cg")
+	share=$(share0 "$seg" $((${GATE_MAX%M} * M)))
+	start=$(n0 "$cg")
+	watch_n0 "$cg" 8
+	work_quit
+	echo "   no gate: tier-0 share $(mib "$share"); node 0 $(mib "$start") at start," \
+		"up to $(mib "$hi") within 8 s"
+	if [ "$hi" -gt $((share + 16 * M)) ]; then
+		pass $test
+	else
+		fail $test "node 0 did not pass the share (the kernel promoted nothing?)"
+	fi
+	rmdir "$cg" 2>/dev/null
+
+	# With the gate (the default): shut while tier 0 is at its share, open with headroom,
+	# shut again (taking the promoted pages back) when the share drops.
+	test=enforce.gate.with
+	cg_new te-gate $GATE_MAX
+	if ! work_start gate "$cg" $GATE_WORK 64K 100; then
+		fail $test "the workload did not start"
+		return
+	fi
+	seg=$(seg_of "$cg")
+	share=$(share0 "$seg" $((${GATE_MAX%M} * M)))
+	# What the kernel shows before the first readings (memkind's metadata) may be demoted for.
+	settle "$cg" "$share"
+	watch_n0 "$cg" 6
+	closed_hi=$hi
+	echo 1536M >"$cg/memory.max"
+	watch_n0 "$cg" 6
+	open_hi=$hi
+	echo $GATE_MAX >"$cg/memory.max"
+	t0=$(now_cs)
+	back=
+	while [ $(($(now_cs) - t0)) -lt $((CONVERGE_S * 100)) ]; do
+		if [ "$(n0 "$cg")" -le "$share" ]; then
+			back=$(($(now_cs) - t0))
+			break
+		fi
+		sleep 0.1
+	done
+	watch_n0 "$cg" 4
+	after_hi=$hi
+	work_cmd verify
+	verify=$REPLY
+	work_quit
+	echo "   gated: tier-0 share $(mib "$share"); node 0 at most $(mib "$closed_hi") while" \
+		"shut, $(mib "$open_hi") with memory.max 1536M, back under the share in" \
+		"$((${back:-0} / 100)).$((${back:-0} % 100 / 10))s, at most $(mib "$after_hi") after"
+	if [ "$closed_hi" -gt $((share + 4 * M)) ]; then
+		fail $test "node 0 passed the share while the gate was shut"
+	elif [ "$open_hi" -le $((closed_hi + 16 * M)) ]; then
+		fail $test "nothing was promoted while tier 0 had headroom"
+	elif [ -z "$back" ]; then
+		fail $test "node 0 did not come back under the share"
+	elif [ "$after_hi" -gt $((share + 4 * M)) ]; then
+		fail $test "node 0 passed the share again with the gate shut"
+	elif [ "$(kv "$verify" bad)" != 0 ]; then
+		fail $test "contents changed: $verify"
+	else
+		pass $test
+	fi
+	rmdir "$cg" 2>/dev/null
+}
+gate_test
 
 exit $failed

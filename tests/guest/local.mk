@@ -10,7 +10,7 @@ EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests
 
 GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
 check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat
-	$(GUEST_RUN) --timeout 600 --with-python3 \
+	$(GUEST_RUN) --timeout 900 --with-python3 --module zram \
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
 		--include $(abs_top_builddir)/tests/guest/placement \
