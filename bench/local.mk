@@ -16,3 +16,16 @@ EXTRA_DIST += bench/run-bench.sh bench/smoke.sh bench/README.md
 bench: bench/bench-malloc$(EXEEXT)
 	$(SHELL) $(top_srcdir)/bench/run-bench.sh --bin bench/bench-malloc$(EXEEXT) $(BENCH_ARGS)
 .PHONY: bench
+
+# Malloc latency under a lock while enforcement is needed, per TIERALLOC_ENFORCE mode, in the
+# QEMU guest (`make bench-enforce`; BENCH_REPS rounds, default 3). Run under the preload.
+check_PROGRAMS += bench/enforce-latency
+bench_enforce_latency_SOURCES = bench/enforce-latency.c
+bench_enforce_latency_CFLAGS = $(AM_CFLAGS) -fno-builtin-malloc -fno-builtin-free -pthread
+bench_enforce_latency_LDADD = -lpthread
+EXTRA_DIST += bench/run-enforce.sh
+
+bench-enforce: bench/enforce-latency$(EXEEXT) $(lib_LTLIBRARIES)
+	$(SHELL) $(top_srcdir)/bench/run-enforce.sh $(abs_top_builddir) $(abs_top_srcdir) \
+		$${BENCH_REPS:-3}
+.PHONY: bench-enforce

@@ -93,10 +93,12 @@ TIERALLOC_API int tieralloc_tier_stats(int tier, struct tieralloc_tier_stats *ou
 /*
  * experimental: one entry point for knobs and statistics, by dotted name (mallctl style).
  * Names: "version" (const char *), "tiers" (uint32_t), "passthrough" (uint32_t),
- * "tier.<t>.<stat>" (uint64_t; stat one of the tieralloc_tier_stats fields or "capacity"),
+ * "tier.<t>.<stat>" (uint64_t; stat one of the tieralloc_tier_stats fields, "capacity", or
+ * what this process's enforcement did: "demoted" bytes, "demotions" ranges, "reclaim_asked"),
  * "tier.<t>.limit" (uint64_t, writable: per-process byte limit of tier t),
  * "cgroup.tier.<t>.<field>" (uint64_t, the container's numbers from the shared segment: min, low,
- * high, max, charged, peak, steered_away, overflowed, exhausted, reclaimed; -ENOENT when this
+ * high, max, charged, peak, steered_away, overflowed, exhausted, reclaimed, observed, untracked,
+ * demoted, reclaim_asked, reclaims, gated; -ENOENT when this
  * process keeps its own accounting), "shm.active" (uint32_t),
  * "opt.<name>" (the parsed TIERALLOC_* values; see README), "thread.flush" (write-only, any
  * value: publish this thread's cached counters).

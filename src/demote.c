@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Moving and binding memory between tiers: the only file that calls mbind(2). Everything here
+ * Moving and binding memory between tiers: the only file that calls mbind(2) and move_pages(2). Everything here
  * runs in the enforcement pass (the worker thread, or the allocating thread with
  * TIERALLOC_ENFORCE=inline) or on a large object's free, never with an allocator lock held: a
  * migration of megabytes takes milliseconds, and whoever waits for it must be only the pass.
@@ -52,9 +52,45 @@ static int policy_call(void *addr, size_t len, int mode, uint64_t nodes, unsigne
 	return rc;
 }
 
+/*
+ * Bind the range to the tier (policy only: mbind holds the mmap lock for writing, so its own
+ * MPOL_MF_MOVE would stall every page fault and mmap of the program for the whole migration),
+ * then move its pages with move_pages(2), which takes the lock for reading, a batch at a time.
+ */
 int ta_demote_range(void *addr, size_t len, unsigned tier)
 {
-	return policy_call(addr, len, MODE_BIND, ta_topo.tier[tier].nodes, FLAG_MOVE);
+	int rc = policy_call(addr, len, MODE_BIND, ta_topo.tier[tier].nodes, 0);
+	if (rc != 0)
+		return rc;
+	enum { BATCH = 512 };
+	void *pages[BATCH];
+	int nodes[BATCH], status[BATCH];
+	uintptr_t start;
+	size_t n;
+	if (!inner_pages(addr, len, &start, &n))
+		return -EINVAL;
+	uint64_t mask = ta_topo.tier[tier].nodes;
+	int saved = errno;
+	unsigned spread = 0;
+	for (uintptr_t a = start; a < start + n;) {
+		unsigned k = 0;
+		for (; k < BATCH && a < start + n; k++, a += PAGE) {
+			pages[k] = (void *)a;
+			/* Round-robin over the tier's nodes. */
+			unsigned node, seen = 0;
+			do
+				node = spread++ % TA_MAX_NODES;
+			while (!(mask & (1ull << node)) && ++seen < TA_MAX_NODES);
+			nodes[k] = (int)node;
+		}
+		if (syscall(SYS_move_pages, 0, (unsigned long)k, pages, nodes, status, 0) < 0 &&
+		    errno != ENOENT) {
+			rc = -errno;
+			break;
+		}
+	}
+	errno = saved;
+	return rc;
 }
 
 int ta_bind_range(void *addr, size_t len, unsigned tier, bool move)

@@ -126,6 +126,12 @@ static int cgroup_tier_get(const char *name, void *out, size_t *len)
 		{ "overflowed", offsetof(struct ta_shm_tier, overflowed) },
 		{ "exhausted", offsetof(struct ta_shm_tier, exhausted) },
 		{ "reclaimed", offsetof(struct ta_shm_tier, reclaimed) },
+		{ "observed", offsetof(struct ta_shm_tier, observed) },
+		{ "untracked", offsetof(struct ta_shm_tier, untracked) },
+		{ "demoted", offsetof(struct ta_shm_tier, demoted) },
+		{ "reclaim_asked", offsetof(struct ta_shm_tier, reclaim_asked) },
+		{ "reclaims", offsetof(struct ta_shm_tier, reclaims) },
+		{ "gated", offsetof(struct ta_shm_tier, gated) },
 	};
 	for (unsigned i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 		if (strcmp(field, fields[i].name) == 0)
@@ -180,6 +186,16 @@ int ta_ctl_get(const char *name, void *out, size_t *len)
 		{ "overflowed", offsetof(struct tieralloc_tier_stats, overflowed) },
 		{ "backend_failures", offsetof(struct tieralloc_tier_stats, backend_failures) },
 	};
+	/* What this process's enforcement did in the tier. */
+	if (t < (int)ta_ntiers && atomic_load(&ta_state) == TA_READY) {
+		struct ta_arena *a = &ta_arenas[t];
+		if (strcmp(field, "demoted") == 0)
+			return put_u64(out, len, atomic_load(&a->demoted));
+		if (strcmp(field, "demotions") == 0)
+			return put_u64(out, len, atomic_load(&a->demotions));
+		if (strcmp(field, "reclaim_asked") == 0)
+			return put_u64(out, len, atomic_load(&a->reclaim_asked));
+	}
 	if (strcmp(field, "capacity") == 0) {
 		struct tieralloc_tier_info info = { .size = sizeof(info) };
 		if (tieralloc_tier_info(t, &info) != 0)

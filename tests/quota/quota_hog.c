@@ -16,8 +16,12 @@
  *                              the first one, or 0)
  *   tier T BYTES               tieralloc_malloc_tier(T, BYTES), kept: "tier want=T got=G errno=E"
  *   free                       let the threads end, free every block: "free blocks=N"
- *   fork                       fork a child that keeps the inherited heap and waits for SIGKILL:
- *                              "fork pid=P", once the child runs (its slot is taken)
+ *   fork [BYTES]               fork a child that keeps the inherited heap, allocates BYTES in
+ *                              4 KiB blocks, and waits for SIGKILL: "fork pid=P", once the
+ *                              child runs (its slot is taken) and has allocated
+ *   where                      "where tier0=B0 tier1=B1 tier2=B2 bad=N": the held blocks' bytes
+ *                              per tier now (enforcement may have moved them), N blocks whose
+ *                              contents changed
  *   spawn IN OUT               fork a child that execs this program again with IN as its stdin
  *                              and OUT as its stdout (a new command-driven hog): "spawn pid=P"
  *   kill PID                   SIGKILL a child of fork or spawn and reap it: "kill pid=P status=S"
@@ -28,6 +32,8 @@
  * A 600 s alarm ends a forgotten process.
  */
 #include <dlfcn.h>
+#include <inttypes.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -63,8 +69,9 @@ static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static unsigned done;
 static int released;
 
-/* Explicit blocks of "tier". */
+/* Explicit blocks of "tier", and their sizes. */
 static void **extra;
+static size_t *extra_size;
 static size_t nextra;
 
 static char outbuf[4096];
@@ -196,13 +203,48 @@ static void cmd_tier(int tier, size_t bytes)
 	int err = p == NULL ? errno : 0;
 	if (p != NULL) {
 		memset(p, 0x3c, bytes);
-		if (nextra < 4096)
+		if (nextra < 4096) {
+			extra_size[nextra] = bytes;
 			extra[nextra++] = p;
+		}
 	}
 	printf("tier want=%d got=%d errno=%d\n", tier, p != NULL ? tier_of(p) : -1, err);
 }
 
-static void cmd_fork(void)
+/* Where every held block is now (enforcement may have moved it), and whether its bytes are
+ * still what was written. */
+static bool intact(const unsigned char *p, size_t n, unsigned char v)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != v)
+			return false;
+	return true;
+}
+
+static void cmd_where(void)
+{
+	uint64_t bytes[MAX_TIERS] = { 0 };
+	size_t bad = 0;
+	for (unsigned i = 0; i < nworkers; i++) {
+		struct worker *w = &workers[i];
+		for (size_t k = 0; k < w->nblocks; k++) {
+			int t = tier_of(w->blocks[k]);
+			if (t >= 0 && t < MAX_TIERS)
+				bytes[t] += w->block;
+			bad += !intact(w->blocks[k], w->block, 0x5a);
+		}
+	}
+	for (size_t k = 0; k < nextra; k++) {
+		int t = tier_of(extra[k]);
+		if (t >= 0 && t < MAX_TIERS)
+			bytes[t] += extra_size[k];
+		bad += !intact(extra[k], extra_size[k], 0x3c);
+	}
+	printf("where tier0=%" PRIu64 " tier1=%" PRIu64 " tier2=%" PRIu64 " bad=%zu\n", bytes[0],
+	       bytes[1], bytes[2], bad);
+}
+
+static void cmd_fork(size_t child_bytes)
 {
 	int ready[2];
 	if (pipe(ready) != 0) {
@@ -216,8 +258,11 @@ static void cmd_fork(void)
 		return;
 	}
 	if (pid == 0) {
-		/* fork() has returned: the fork handlers (the child's slot) are done. */
+		/* fork() has returned: the fork handlers (the child's slot) are done. The child
+		 * allocates what it was asked to before it says so. */
 		close(ready[0]);
+		for (size_t got = 0; got + 4096 <= child_bytes; got += 4096)
+			memset(malloc(4096), 1, 4096);
 		if (write(ready[1], "r", 1) != 1)
 			_exit(97);
 		close(ready[1]);
@@ -295,6 +340,7 @@ int main(void)
 	}
 	workers = map(MAX_THREADS * sizeof(*workers));
 	extra = map(4096 * sizeof(void *));
+	extra_size = map(4096 * sizeof(size_t));
 	char line[512], a[200], b[200];
 	unsigned long long x, y, z;
 	while (read_line(line, sizeof(line))) {
@@ -305,7 +351,11 @@ int main(void)
 		else if (strcmp(line, "free") == 0)
 			cmd_free();
 		else if (strcmp(line, "fork") == 0)
-			cmd_fork();
+			cmd_fork(0);
+		else if (sscanf(line, "fork %199s", a) == 1)
+			cmd_fork(parse_size(a));
+		else if (strcmp(line, "where") == 0)
+			cmd_where();
 		else if (sscanf(line, "spawn %199s %199s", a, b) == 2)
 			cmd_spawn(a, b);
 		else if (sscanf(line, "kill %llu", &y) == 1)
