@@ -154,9 +154,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s [--hold MIB] [--seconds S] [--threads N]\n", argv[0]);
 		return 2;
 	}
-	if (geteuid() != 0 || find_cgroup() != 0 || access("/sys/devices/system/node/node1", F_OK)) {
-		fprintf(stderr, "enforce-latency: needs root, cgroup v2 with memory.numa_stat and a "
-				"second NUMA node (the QEMU guest: bench/run-enforce.sh)\n");
+	if (geteuid() != 0 || find_cgroup() != 0 ||
+	    access("/sys/devices/system/node/node1", F_OK)) {
+		fprintf(stderr,
+			"enforce-latency: needs root, cgroup v2 with memory.numa_stat and a "
+			"second NUMA node (the QEMU guest: bench/run-enforce.sh)\n");
 		return 77;
 	}
 	const char *mode = getenv("TIERALLOC_ENFORCE");

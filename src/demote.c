@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Moving and binding memory between tiers: the only file that calls mbind(2) and move_pages(2). Everything here
- * runs in the enforcement pass (the worker thread, or the allocating thread with
+ * Moving and binding memory between tiers: the only file that calls mbind(2) and move_pages(2).
+ * Everything here runs in the enforcement pass (the worker thread, or the allocating thread with
  * TIERALLOC_ENFORCE=inline) or on a large object's free, never with an allocator lock held: a
  * migration of megabytes takes milliseconds, and whoever waits for it must be only the pass.
  *

@@ -54,7 +54,7 @@ n0() {
 	     END {print s+0}' "$1/memory.numa_stat"
 }
 # share0 SEG BYTES: tier 0's share of a cgroup-wide limit, from the segment's share_ppm.
-share0() { echo $(($2 / 1000000 * $(peek_tier "$1" 0 share_ppm))); }
+share0() { echo $(($2 * $(peek_tier "$1" 0 share_ppm) / 1000000)); }
 
 # work_start NAME CGROUP TOTAL BLOCK HOT [VAR=value...]: enforce_work in CGROUP under the
 # preload, its commands through a FIFO on fd 3, replies in $W/NAME.out; waits for "ready".
@@ -65,12 +65,12 @@ work_start() {
 	block=$4
 	hot=$5
 	shift 5
-	rm -f $W/$name.in
-	mkfifo $W/$name.in
-	: >$W/$name.out
-	exec 3<>$W/$name.in
+	rm -f $W/"$name".in
+	mkfifo $W/"$name".in
+	: >$W/"$name".out
+	exec 3<>$W/"$name".in
 	(echo 0 >"$cgdir/cgroup.procs" && exec env "$@" LD_PRELOAD="$PRELOAD" "$WORK" \
-		"$total" "$block" "$hot" <$W/$name.in >$W/$name.out 2>$W/$name.err) &
+		"$total" "$block" "$hot" <$W/"$name".in >$W/"$name".out 2>$W/"$name".err) &
 	work_pid=$!
 	work_n=1
 	work_wait || return 1
@@ -79,16 +79,16 @@ work_start() {
 # work_wait: the next reply line, in $REPLY (a guard of 300 s against a hung program).
 work_wait() {
 	tries=0
-	while [ "$(wc -l <$W/$name.out)" -lt "$work_n" ]; do
+	while [ "$(wc -l <$W/"$name".out)" -lt "$work_n" ]; do
 		if ! kill -0 "$work_pid" 2>/dev/null || [ $tries -ge 3000 ]; then
 			REPLY=
-			echo "enforce_work $name: no reply; stderr: $(cat $W/$name.err)"
+			echo "enforce_work $name: no reply; stderr: $(cat $W/"$name".err)"
 			return 1
 		fi
 		sleep 0.1
 		tries=$((tries + 1))
 	done
-	REPLY=$(sed -n "${work_n}p" $W/$name.out)
+	REPLY=$(sed -n "${work_n}p" $W/"$name".out)
 }
 
 work_cmd() {

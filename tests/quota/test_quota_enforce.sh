@@ -1,0 +1,133 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Enforcement on this host (issue 5): cgroup v1 and one NUMA node, so the charges stand in for
+# memory.numa_stat, and TIERALLOC_TIERS="0;0" gives two tiers whose pages cannot move anywhere
+# (move_pages to node 0 keeps them there): what is checked is everything else, with the real
+# mbind and move_pages calls. The guest (tests/guest/enforce.sh) checks pages changing nodes.
+#   1. deferred (the default): 12 MiB placed in tier 0 by explicit request while tier 0's high
+#      and max are 4M: the worker thread ("tieralloc") starts, demotes, and tier 0's charge comes
+#      back within 4M; the blocks now report tier 1 with their contents unchanged; the segment
+#      counts the demoted bytes; a forked child that allocates gets a worker of its own.
+#   2. inline: the same demotion happens on the allocating thread, with no worker thread.
+#   3. off (and TIERALLOC_PROMOTION=never): no thread, nothing demoted.
+#   4. every tier over its share: two processes of one segment, neither can reclaim (cgroup
+#      v1 has no memory.reclaim): exactly one line says so for the whole cgroup.
+# Variables named in check conditions are read by its arithmetic, unseen by shellcheck.
+# shellcheck disable=SC2034
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+M=$((1 << 20))
+LIMITS="0.high=4M;0.max=4M"
+
+# threads_named PID: how many of the process's threads are called "tieralloc".
+threads_named()
+{
+	local n=0 f
+	for f in /proc/"$1"/task/*/comm; do
+		[[ $(cat "$f" 2>/dev/null) == tieralloc ]] && n=$((n + 1))
+	done
+	echo $n
+}
+
+# wait_for COND SECONDS: poll an arithmetic condition (re-reading the segment) until it holds.
+# COND is given in single quotes: it is expanded anew on every poll.
+# shellcheck disable=SC2016
+wait_for()
+{
+	local cond=$1 tries=$(($2 * 10))
+	while ((tries-- > 0)); do
+		peek "$S"
+		if (($(eval echo "\"$cond\""))); then
+			return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+echo "== 1. deferred"
+S=$(seg deferred)
+hog_start d TIERALLOC_TIERS="0;0" TIERALLOC_SHM_NAME="$S" TIERALLOC_TIER_LIMITS="$LIMITS"
+hog_cmd d pid
+P=$(kv "$REPLY" pid)
+# (The worker may move the block before the reply says where it is.)
+hog_cmd d "tier 0 12M"
+if ! wait_for '$(pk tier=0 charged) <= 4 * M' 20; then
+	grep '^tier' <<<"$PEEK" >&2
+	ta_fail "tier 0's charge did not come back within its max"
+fi
+grep '^tier' <<<"$PEEK" | sed 's/^/   /'
+check "$(pk tier=0 demoted) >= 8 * M" "the segment counts the demoted bytes"
+check "$(threads_named "$P") == 1" "one worker thread, named tieralloc"
+hog_cmd d where
+echo "   $REPLY"
+check "$(kv "$REPLY" tier1) >= 12 * M && $(kv "$REPLY" bad) == 0" \
+	"the demoted block reports tier 1, its contents unchanged"
+hog_cmd d "fork 1M"
+F=$(kv "$REPLY" pid)
+tries=50
+while [[ $(threads_named "$F") != 1 ]] && ((tries-- > 0)); do sleep 0.1; done
+check "$(threads_named "$F") == 1" "a forked child that allocates starts its own worker"
+hog_cmd d "kill $F"
+hog_quit d
+hog_stderr_clean d
+
+echo "== 2. inline"
+S=$(seg inline)
+hog_start i TIERALLOC_TIERS="0;0" TIERALLOC_SHM_NAME="$S" TIERALLOC_TIER_LIMITS="$LIMITS" \
+	TIERALLOC_ENFORCE=inline TIERALLOC_PROMOTION=never
+hog_cmd i pid
+P=$(kv "$REPLY" pid)
+hog_cmd i "tier 0 12M"
+# The pass runs at the end of an allocation's slow path, at most once per period: allocate
+# until it has.
+for _ in $(seq 1 20); do
+	peek "$S"
+	(($(pk tier=0 demoted) > 0)) && break
+	hog_cmd i "alloc 256K 64K 1"
+	sleep 0.1
+done
+grep '^tier' <<<"$PEEK" | sed 's/^/   /'
+check "$(pk tier=0 demoted) >= 8 * M" "inline: demoted on the allocating thread"
+check "$(threads_named "$P") == 0" "inline: no worker thread"
+hog_quit i
+hog_stderr_clean i
+
+echo "== 3. off"
+S=$(seg off)
+hog_start o TIERALLOC_TIERS="0;0" TIERALLOC_SHM_NAME="$S" TIERALLOC_TIER_LIMITS="$LIMITS" \
+	TIERALLOC_ENFORCE=off TIERALLOC_PROMOTION=never
+hog_cmd o pid
+P=$(kv "$REPLY" pid)
+hog_cmd o "tier 0 12M"
+hog_cmd o "alloc 256K 64K 1"
+sleep 1
+peek "$S"
+check "$(pk tier=0 demoted) == 0 && $(pk tier=0 charged) >= 12 * M" "off: nothing demoted"
+check "$(threads_named "$P") == 0" "off: no worker thread"
+hog_quit o
+hog_stderr_clean o
+
+echo "== 4. nothing can take the excess, and no memory.reclaim"
+S=$(seg full)
+ALL="0.high=2M;0.max=2M;1.high=2M;1.max=2M"
+for h in a b; do
+	hog_start $h TIERALLOC_TIERS="0;0" TIERALLOC_SHM_NAME="$S" TIERALLOC_TIER_LIMITS="$ALL"
+	hog_cmd $h "tier 1 8M"
+done
+if ! wait_for '$(pk tier=1 observed) > 0' 10; then
+	ta_fail "no reading was published"
+fi
+sleep 1
+hog_quit a
+hog_quit b
+said=$(cat "$TA_WORK/a.err" "$TA_WORK/b.err" | grep -c "cannot ask the kernel to reclaim" || true)
+echo "   notices: $said"
+check "said == 1" "one notice for the cgroup that memory.reclaim is not there"
+hog_stderr_clean a
+hog_stderr_clean b
+
+q_finish
