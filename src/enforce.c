@@ -201,6 +201,14 @@ bool ta_enforce_pass(void)
 		struct ta_enforce_plan plan;
 		gather(&in);
 		ta_enforce_plan(&in, &plan);
+		/* A tier this process may not fill (TIERALLOC_PROCESS_LIMIT) is shut to its
+		 * promotions too, whatever room the cgroup has. */
+		for (unsigned t = 0; t < ta_ntiers; t++) {
+			uint64_t limit = atomic_load(&ta_arenas[t].limit);
+			if (limit != UINT64_MAX &&
+			    atomic_load(&ta_arenas[t].charged) + ta_gate_margin(limit) / 2 >= limit)
+				plan.gate[t] = true;
+		}
 		/* The gate first: closing it takes back what the kernel promoted, which this
 		 * reading still counts; demoting for it as well would demote twice. */
 		bool closed = ta_gate_update(plan.gate);
