@@ -174,15 +174,6 @@ static void gather(struct ta_enforce_in *in)
 	}
 }
 
-static bool any_quota(void)
-{
-	for (unsigned t = 0; t < ta_ntiers; t++)
-		if (atomic_load(&ta_shm.tiers[t].limit[TA_LIMIT_HIGH]) <
-		    atomic_load(&ta_shm.tiers[t].capacity))
-			return true;
-	return false;
-}
-
 bool ta_enforce_pass(void)
 {
 	if (!atomic_load_explicit(&ta_shm.active, memory_order_acquire))
@@ -191,8 +182,6 @@ bool ta_enforce_pass(void)
 		return false;
 	bool acted = false;
 	ta_shm_refresh_limits(false);
-	if (any_quota())
-		atomic_store(&ta_enforce_wanted, true);
 	observe();
 	uint64_t gen = atomic_load(&ta_shm.hdr->observe_gen);
 	if (gen != acted_gen) {

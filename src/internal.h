@@ -474,7 +474,8 @@ void ta_enforce_plan(const struct ta_enforce_in *in, struct ta_enforce_plan *out
 /* One pass: observe (one process per period and cgroup), plan, act. Returns false when there
  * was nothing to act on (no new reading, no quotas). */
 bool ta_enforce_pass(void);
-/* Set when quotas exist or a tier was found full: enforcement has work to watch. */
+/* Set under a real quota when a tier's charge (with what the kernel sees beyond it) reaches half
+ * its high share or this process holds 16 MiB there, or when a tier was found full. */
 extern _Atomic bool ta_enforce_wanted;
 /* From the allocation slow paths, with no allocator lock held: start the worker, or run a pass
  * inline (TIERALLOC_ENFORCE=inline), as the mode says. */

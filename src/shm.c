@@ -325,6 +325,15 @@ bool ta_shm_charge(unsigned tier, uint64_t bytes, int level, bool force)
 		return false;
 	}
 	atomic_fetch_add_explicit(&ta_shm.mine->charged[tier], bytes, memory_order_relaxed);
+	/* Under a real quota, a tier half-way to its high share or a process holding 16 MiB there:
+	 * enforcement has something to watch (enforce.c). Not sooner, so that the many short
+	 * programs of a container (shells, compilers' drivers) never start a worker thread. */
+	uint64_t high = atomic_load_explicit(&r->limit[TA_LIMIT_HIGH], memory_order_relaxed);
+	uint64_t mine = atomic_load_explicit(&ta_shm.mine->charged[tier], memory_order_relaxed);
+	if (!atomic_load_explicit(&ta_enforce_wanted, memory_order_relaxed) &&
+	    high < atomic_load_explicit(&r->capacity, memory_order_relaxed) &&
+	    (now + untracked >= high / 2 || mine >= (16ull << 20)))
+		atomic_store(&ta_enforce_wanted, true);
 	uint64_t peak = atomic_load_explicit(&r->peak, memory_order_relaxed);
 	while (now > peak && !atomic_compare_exchange_weak(&r->peak, &peak, now))
 		;
@@ -374,9 +383,6 @@ void ta_shm_refresh_limits(bool now)
 		 * would let the max pass unchecked. */
 		if (v[TA_LIMIT_HIGH] > v[TA_LIMIT_MAX])
 			v[TA_LIMIT_HIGH] = v[TA_LIMIT_MAX];
-		/* A real quota: enforcement has something to watch (enforce.c). */
-		if (v[TA_LIMIT_HIGH] < cap && !atomic_load(&ta_enforce_wanted))
-			atomic_store(&ta_enforce_wanted, true);
 		for (unsigned k = 0; k < TA_NLIMITS; k++)
 			if (atomic_exchange(&r->limit[k], v[k]) != v[k])
 				changed = true;

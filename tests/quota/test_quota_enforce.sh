@@ -5,8 +5,9 @@
 # memory.numa_stat, and TIERALLOC_TIERS="0;0" gives two tiers whose pages cannot move anywhere
 # (move_pages to node 0 keeps them there): what is checked is everything else, with the real
 # mbind and move_pages calls. The guest (tests/guest/enforce.sh) checks pages changing nodes.
-#   1. deferred (the default): 12 MiB placed in tier 0 by explicit request while tier 0's high
-#      and max are 4M: the worker thread ("tieralloc") starts, demotes, and tier 0's charge comes
+#   1. deferred (the default): no worker while the program holds 512 KiB; then 12 MiB placed in
+#      tier 0 by explicit request while tier 0's high and max are 4M: the worker thread
+#      ("tieralloc") starts, demotes, and tier 0's charge comes
 #      back within 4M; the blocks now report tier 1 with their contents unchanged; the segment
 #      counts the demoted bytes; a forked child that allocates gets a worker of its own.
 #   2. inline: the same demotion happens on the allocating thread, with no worker thread.
@@ -53,6 +54,9 @@ S=$(seg deferred)
 hog_start d TIERALLOC_TIERS="0;0" TIERALLOC_SHM_NAME="$S" TIERALLOC_TIER_LIMITS="$LIMITS"
 hog_cmd d pid
 P=$(kv "$REPLY" pid)
+hog_cmd d "alloc 512K 4K 1"
+sleep 0.5
+check "$(threads_named "$P") == 0" "a program far from its quota starts no worker"
 # (The worker may move the block before the reply says where it is.)
 hog_cmd d "tier 0 12M"
 if ! wait_for '$(pk tier=0 charged) <= 4 * M' 20; then
