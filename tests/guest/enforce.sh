@@ -13,6 +13,10 @@
 #       segment counts the demoted bytes. Reported: time to converge, the excess over the share
 #       when the limit dropped, the largest excess seen after converging, and the fraction of
 #       the hot and of the cold blocks' pages that were demoted.
+#   enforce.share
+#       two processes of 128 MiB each in one cgroup, memory.max 768M dropped to 512M: node 0
+#       comes down to the share, both processes demote, and together no more than the excess
+#       (+50%, + 16 MiB: chunks move whole, and later readings see memkind's memory grow).
 #   enforce.reclaim
 #       TIERALLOC_TIER_LIMITS gives each tier a high share of 32M, with no room in tier 1 for
 #       what tier 0 holds above its share: the worker writes the rest to memory.reclaim, the
@@ -56,61 +60,74 @@ n0() {
 # share0 SEG BYTES: tier 0's share of a cgroup-wide limit, from the segment's share_ppm.
 share0() { echo $(($2 * $(peek_tier "$1" 0 share_ppm) / 1000000)); }
 
-# work_start NAME CGROUP TOTAL BLOCK HOT [VAR=value...]: enforce_work in CGROUP under the
-# preload, its commands through a FIFO on fd 3, replies in $W/NAME.out; waits for "ready".
+# work_start NAME FD CGROUP TOTAL BLOCK HOT [VAR=value...]: enforce_work in CGROUP under the
+# preload, its commands through a FIFO held open on FD (3..9), replies in $W/NAME.out; waits for
+# "ready".
 work_start() {
 	name=$1
-	cgdir=$2
-	total=$3
-	block=$4
-	hot=$5
-	shift 5
-	rm -f $W/"$name".in
-	mkfifo $W/"$name".in
-	: >$W/"$name".out
-	exec 3<>$W/"$name".in
+	fd=$2
+	cgdir=$3
+	total=$4
+	block=$5
+	hot=$6
+	shift 6
+	rm -f "$W/$name.in"
+	mkfifo "$W/$name.in"
+	: >"$W/$name.out"
+	eval "exec $fd<>$W/$name.in"
 	(echo 0 >"$cgdir/cgroup.procs" && exec env "$@" LD_PRELOAD="$PRELOAD" "$WORK" \
-		"$total" "$block" "$hot" <$W/"$name".in >$W/"$name".out 2>$W/"$name".err) &
-	work_pid=$!
-	work_n=1
-	work_wait || return 1
+		"$total" "$block" "$hot" <"$W/$name.in" >"$W/$name.out" 2>"$W/$name.err") &
+	eval "pid_$name=\$!; fd_$name=$fd; n_$name=1"
+	work_wait "$name"
 }
 
-# work_wait: the next reply line, in $REPLY (a guard of 300 s against a hung program).
+# work_wait NAME: its next reply line, in $REPLY (a guard of 300 s against a hung program).
+# shellcheck disable=SC2154 # n_ and pid_ are set through eval
 work_wait() {
+	eval "n=\$n_$1; pid=\$pid_$1"
 	tries=0
-	while [ "$(wc -l <$W/"$name".out)" -lt "$work_n" ]; do
-		if ! kill -0 "$work_pid" 2>/dev/null || [ $tries -ge 3000 ]; then
+	while [ "$(wc -l <"$W/$1.out")" -lt "$n" ]; do
+		if ! kill -0 "$pid" 2>/dev/null || [ $tries -ge 3000 ]; then
 			REPLY=
-			echo "enforce_work $name: no reply; stderr: $(cat $W/"$name".err)"
+			echo "enforce_work $1: no reply; stderr: $(cat "$W/$1.err")"
 			return 1
 		fi
 		sleep 0.1
 		tries=$((tries + 1))
 	done
-	REPLY=$(sed -n "${work_n}p" $W/"$name".out)
+	REPLY=$(sed -n "${n}p" "$W/$1.out")
 }
 
+# work_cmd NAME CMD
 work_cmd() {
-	echo "$1" >&3
-	work_n=$((work_n + 1))
-	work_wait
+	eval "fd=\$fd_$1; n_$1=\$((n_$1 + 1))"
+	echo "$2" >&"$fd"
+	work_wait "$1"
 }
 
 work_quit() {
-	echo quit >&3
-	wait "$work_pid"
-	exec 3>&-
+	eval "fd=\$fd_$1; pid=\$pid_$1"
+	echo quit >&"$fd"
+	wait "$pid"
+	eval "exec $fd>&-"
 }
 
 # pct PART WHOLE: PART as a percentage of WHOLE, one decimal.
 pct() { awk -v p="$1" -v w="$2" 'BEGIN { printf "%.1f", w ? 100 * p / w : 0 }'; }
 
+# settle_n0 CGROUP TARGET: wait (up to CONVERGE_S) for node 0 to be within TARGET.
+settle_n0() {
+	end=$(($(now_cs) + CONVERGE_S * 100))
+	while [ "$(n0 "$1")" -gt "$2" ] && [ "$(now_cs)" -lt $end ]; do
+		sleep 0.1
+	done
+}
+
 # ------------------------------------------------------------- enforce.converge
 converge() {
 	test=enforce.converge.$1
 	cg_new te-$1 768M
-	if ! work_start "$1" "$cg" 256M "$2" 50; then
+	if ! work_start "$1" 3 "$cg" 256M "$2" 50; then
 		fail $test "the workload did not start"
 		return
 	fi
@@ -118,7 +135,7 @@ converge() {
 	# The worker starts on first need; give the first readings a moment.
 	sleep 1
 	before=$(n0 "$cg")
-	work_cmd where
+	work_cmd "$1" where
 	where0=$REPLY
 	t0=$(now_cs)
 	echo 512M >"$cg/memory.max"
@@ -142,13 +159,13 @@ converge() {
 		[ "$t" -ge "$deadline" ] && break
 		sleep 0.1
 	done
-	work_cmd where
+	work_cmd "$1" where
 	where1=$REPLY
-	work_cmd verify
+	work_cmd "$1" verify
 	verify=$REPLY
 	demoted=$(peek_tier "$seg" 0 demoted)
 	stat_json=$("$STAT" --json 2>&1)
-	work_quit
+	work_quit "$1"
 	hot_n1=$(kv "$where1" hot_n1)
 	hot_all=$(($(kv "$where1" hot_n0) + hot_n1))
 	cold_n1=$(kv "$where1" cold_n1)
@@ -185,6 +202,48 @@ converge() {
 converge small 4K
 converge large 1M
 
+# ------------------------------------------------------------- enforce.share
+# Two processes of one cgroup, 128 MiB each: the excess is divided between them in proportion to
+# their charge in tier 0 (equal here), not demoted by each in full.
+share_test() {
+	test=enforce.share
+	cg_new te-share 768M
+	if ! work_start pa 3 "$cg" 128M 4K 0 || ! work_start pb 4 "$cg" 128M 4K 0; then
+		fail $test "the workloads did not start"
+		return
+	fi
+	seg=$(seg_of "$cg")
+	sleep 1
+	before=$(n0 "$cg")
+	echo 512M >"$cg/memory.max"
+	target=$(share0 "$seg" $((512 * M)))
+	excess=$((before - target))
+	settle_n0 "$cg" "$target"
+	sleep 2
+	work_cmd pa demoted
+	da=$(kv "$REPLY" bytes)
+	work_cmd pb demoted
+	db=$(kv "$REPLY" bytes)
+	now=$(n0 "$cg")
+	work_quit pa
+	work_quit pb
+	total=$((da + db))
+	echo "   two processes: node 0 $(mib "$before") for a share of $(mib "$target") (excess" \
+		"$(mib $excess)); demoted $(mib "$da") + $(mib "$db") = $(mib $total); node 0 now" \
+		"$(mib "$now")"
+	if [ "$now" -gt $((target + 4 * M)) ]; then
+		fail $test "node 0 did not come down to the share"
+	elif [ "$da" -le 0 ] || [ "$db" -le 0 ]; then
+		fail $test "one process did not take its part"
+	elif [ $total -gt $((excess + excess / 2 + 16 * M)) ]; then
+		fail $test "together they demoted $(mib $total) for an excess of $(mib $excess)"
+	else
+		pass $test
+	fi
+	rmdir "$cg" 2>/dev/null
+}
+share_test
+
 # ------------------------------------------------------------- enforce.reclaim
 # peak_sampler CGROUP FILE: the highest memory.current seen, kept in FILE, until FILE.stop exists.
 peak_sampler() {
@@ -209,7 +268,7 @@ reclaim_test() {
 	rm -f $W/peak $W/peak.stop
 	peak_sampler "$cg" $W/peak &
 	sampler=$!
-	if ! work_start reclaim "$cg" 160M 64K 0 "TIERALLOC_TIER_LIMITS=0.high=32M;1.high=32M"; then
+	if ! work_start reclaim 3 "$cg" 160M 64K 0 "TIERALLOC_TIER_LIMITS=0.high=32M;1.high=32M"; then
 		fail $test "the workload did not start"
 		touch $W/peak.stop
 		return
@@ -223,9 +282,9 @@ reclaim_test() {
 	swapped=$(cat "$cg/memory.swap.current")
 	reclaims=$(($(peek_tier "$seg" 0 reclaims) + $(peek_tier "$seg" 1 reclaims)))
 	asked=$(($(peek_tier "$seg" 0 reclaim_asked) + $(peek_tier "$seg" 1 reclaim_asked)))
-	work_cmd verify
+	work_cmd reclaim verify
 	verify=$REPLY
-	work_quit
+	work_quit reclaim
 	echo "   memory.current peak $(mib "$peak"), 4 s after ready $(mib "$after");" \
 		"swapped $(mib "$swapped"); $reclaims writes to memory.reclaim asking $(mib "$asked")"
 	if [ "$reclaims" -le 0 ]; then
@@ -259,14 +318,6 @@ watch_n0() {
 	done
 }
 
-# settle CGROUP TARGET: wait (up to CONVERGE_S) for node 0 to be within TARGET.
-settle() {
-	end=$(($(now_cs) + CONVERGE_S * 100))
-	while [ "$(n0 "$1")" -gt "$2" ] && [ "$(now_cs)" -lt $end ]; do
-		sleep 0.1
-	done
-}
-
 gate_test() {
 	if ! echo 1 >/proc/sys/kernel/numa_balancing || ! echo 100 >$SCAN/scan_delay_ms ||
 		! echo 100 >$SCAN/scan_period_min_ms; then
@@ -276,7 +327,7 @@ gate_test() {
 	# Without the gate: the hot blocks on node 1 come up, past tier 0's share.
 	test=enforce.gate.without
 	cg_new te-nogate $GATE_MAX
-	if ! work_start nogate "$cg" $GATE_WORK 64K 100 TIERALLOC_PROMOTION=always \
+	if ! work_start nogate 3 "$cg" $GATE_WORK 64K 100 TIERALLOC_PROMOTION=always \
 		TIERALLOC_ENFORCE=off; then
 		fail $test "the workload did not start"
 		return
@@ -285,7 +336,7 @@ gate_test() {
 	share=$(share0 "$seg" $((${GATE_MAX%M} * M)))
 	start=$(n0 "$cg")
 	watch_n0 "$cg" 8
-	work_quit
+	work_quit nogate
 	echo "   no gate: tier-0 share $(mib "$share"); node 0 $(mib "$start") at start," \
 		"up to $(mib "$hi") within 8 s"
 	if [ "$hi" -gt $((share + 16 * M)) ]; then
@@ -299,14 +350,14 @@ gate_test() {
 	# shut again (taking the promoted pages back) when the share drops.
 	test=enforce.gate.with
 	cg_new te-gate $GATE_MAX
-	if ! work_start gate "$cg" $GATE_WORK 64K 100; then
+	if ! work_start gate 3 "$cg" $GATE_WORK 64K 100; then
 		fail $test "the workload did not start"
 		return
 	fi
 	seg=$(seg_of "$cg")
 	share=$(share0 "$seg" $((${GATE_MAX%M} * M)))
 	# What the kernel shows before the first readings (memkind's metadata) may be demoted for.
-	settle "$cg" "$share"
+	settle_n0 "$cg" "$share"
 	watch_n0 "$cg" 6
 	closed_hi=$hi
 	echo 1536M >"$cg/memory.max"
@@ -324,9 +375,9 @@ gate_test() {
 	done
 	watch_n0 "$cg" 4
 	after_hi=$hi
-	work_cmd verify
+	work_cmd gate verify
 	verify=$REPLY
-	work_quit
+	work_quit gate
 	echo "   gated: tier-0 share $(mib "$share"); node 0 at most $(mib "$closed_hi") while" \
 		"shut, $(mib "$open_hi") with memory.max 1536M, back under the share in" \
 		"$((${back:-0} / 100)).$((${back:-0} % 100 / 10))s, at most $(mib "$after_hi") after"

@@ -17,9 +17,12 @@
  *   where   "where hot_n0=P hot_n1=P cold_n0=P cold_n1=P other=P": pages of the hot and cold
  *           blocks on each node (move_pages(2) without moving; "other": absent or elsewhere)
  *   verify  "verify blocks=N bad=B": every word re-checked against its value
+ *   demoted "demoted bytes=B": what this process demoted from tier 0 (tieralloc_ctl_get
+ *           "tier.0.demoted", found with dlsym: the program is not linked with tieralloc)
  *   quit    exit 0
  * Sizes take K and M suffixes. A 900 s alarm ends a forgotten process.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -130,6 +133,18 @@ static void where(void)
 	       cold[0], cold[1], hot[2] + cold[2]);
 }
 
+static void demoted(void)
+{
+	int (*ctl_get)(const char *, void *, size_t *) =
+	    (int (*)(const char *, void *, size_t *))dlsym(RTLD_DEFAULT, "tieralloc_ctl_get");
+	uint64_t v = 0;
+	size_t len = sizeof(v);
+	if (ctl_get == NULL || ctl_get("tier.0.demoted", &v, &len) != 0)
+		printf("demoted error\n");
+	else
+		printf("demoted bytes=%llu\n", (unsigned long long)v);
+}
+
 static void verify(void)
 {
 	size_t bad = 0;
@@ -196,6 +211,8 @@ int main(int argc, char **argv)
 			where();
 		else if (strncmp(line, "verify", 6) == 0)
 			verify();
+		else if (strncmp(line, "demoted", 7) == 0)
+			demoted();
 		else if (strncmp(line, "quit", 4) == 0)
 			break;
 		else

@@ -5,7 +5,7 @@ tests_guest_placement_LDADD = src/libtacore.la
 # Run under the preload, not linked with tieralloc.
 check_PROGRAMS += tests/guest/enforce_work
 tests_guest_enforce_work_SOURCES = tests/guest/enforce_work.c
-tests_guest_enforce_work_LDADD = -lpthread
+tests_guest_enforce_work_LDADD = -lpthread $(DL_LIBS)
 EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests/guest/enforce.sh
 
 GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
