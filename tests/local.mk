@@ -3,6 +3,7 @@ include tests/unit/local.mk
 include tests/integration/local.mk
 include tests/guest/local.mk
 include tests/quota/local.mk
+include tests/bpf/local.mk
 
 # The benchmark's smoke run (every allocator gives usable memory); never its timings.
 if !SANITIZED

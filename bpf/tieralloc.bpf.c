@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The kernel's own page migrations, counted per cgroup, migration reason and destination node
+ * (issue 6). CO-RE: built against a vmlinux.h generated from the build machine's BTF, loaded on
+ * any kernel with BTF (the guest's 6.1 and newer).
+ *
+ * Two attach points:
+ * - tracepoint migrate:mm_migrate_pages fires at the end of every migrate_pages() call with the
+ *   pages that moved and the reason. It counts, always.
+ * - a kprobe on migrate_pages() (optional: the agent loads the program without it when the
+ *   kernel cannot attach there) tells the destination. A kprobe, not fentry: the guest's Debian
+ *   6.1 refuses fentry there (-ENOTSUPP), and migrate_pages()'s first six arguments are in
+ *   registers on x86-64. Where the caller passes it as
+ *   migrate_pages()'s "private" argument, the node is exact: NUMA balancing (MR_NUMA_MISPLACED)
+ *   passes the node, move_pages(2) (MR_SYSCALL) and demotion (MR_DEMOTION, since Linux 6.2)
+ *   pass a struct migration_target_control whose nid is the target (a plain node before 6.2).
+ *   mbind(2) (MR_MEMPOLICY_MBIND) passes an address: the destination is unknown (-1).
+ * Without the kprobe, the destination is the node of the CPU running the migration: right for NUMA
+ * balancing, which migrates on the faulting CPU's node, and recorded as such (flag in the key).
+ *
+ * The cgroup is the current task's: the task whose pages NUMA balancing moves, the caller of
+ * mbind or move_pages. Demotion runs in kswapd or in the task that reclaims: kswapd counts under
+ * the root cgroup.
+ */
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "tieralloc_bpf.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TA_BPF_MAX_KEYS);
+	__type(key, struct ta_bpf_key);
+	__type(value, __u64);
+} migrations SEC(".maps");
+
+/* The destination of the migrate_pages() call a task is in (kprobe -> tracepoint). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64); /* pid_tgid */
+	__type(value, __s32);
+} in_flight SEC(".maps");
+
+/* The migrate_reason values differ between kernels: resolved at load time. */
+static __always_inline __u32 reason_code(int reason)
+{
+	if (bpf_core_enum_value_exists(enum migrate_reason, MR_NUMA_MISPLACED) &&
+	    reason == bpf_core_enum_value(enum migrate_reason, MR_NUMA_MISPLACED))
+		return TA_BPF_PROMOTE;
+	if (bpf_core_enum_value_exists(enum migrate_reason, MR_DEMOTION) &&
+	    reason == bpf_core_enum_value(enum migrate_reason, MR_DEMOTION))
+		return TA_BPF_DEMOTE;
+	if (bpf_core_enum_value_exists(enum migrate_reason, MR_MEMPOLICY_MBIND) &&
+	    reason == bpf_core_enum_value(enum migrate_reason, MR_MEMPOLICY_MBIND))
+		return TA_BPF_MBIND;
+	if (bpf_core_enum_value_exists(enum migrate_reason, MR_SYSCALL) &&
+	    reason == bpf_core_enum_value(enum migrate_reason, MR_SYSCALL))
+		return TA_BPF_MOVE_PAGES;
+	return TA_BPF_OTHER;
+}
+
+SEC("kprobe/migrate_pages")
+int BPF_KPROBE(migrate_enter, struct list_head *from, void *get_new, void *put_new,
+	       unsigned long private)
+{
+	/* The sixth argument: libbpf 1.1's BPF_KPROBE names five; x86-64 passes it in r9. */
+	int reason = (int)ctx->r9;
+	__u64 id = bpf_get_current_pid_tgid();
+	__s32 node = -1;
+	__u32 code = reason_code(reason);
+	if (code == TA_BPF_PROMOTE) {
+		node = (__s32) private;
+	} else if (code == TA_BPF_MOVE_PAGES || code == TA_BPF_DEMOTE) {
+		/* A node number before Linux 6.2's demotion change, a pointer after. */
+		if (private < TA_BPF_MAX_NODES) {
+			node = (__s32) private;
+		} else {
+			struct migration_target_control *mtc = (void *)private;
+			node = BPF_CORE_READ(mtc, nid);
+		}
+	}
+	bpf_map_update_elem(&in_flight, &id, &node, BPF_ANY);
+	return 0;
+}
+
+SEC("tracepoint/migrate/mm_migrate_pages")
+int on_migrate_pages(struct trace_event_raw_mm_migrate_pages *ctx)
+{
+	__u64 pages = BPF_CORE_READ(ctx, succeeded);
+	if (pages == 0)
+		return 0;
+	struct ta_bpf_key key = {};
+	key.cgroup_id = bpf_get_current_cgroup_id();
+	key.reason = (__u16)reason_code(BPF_CORE_READ(ctx, reason));
+	__u64 id = bpf_get_current_pid_tgid();
+	__s32 *node = bpf_map_lookup_elem(&in_flight, &id);
+	if (node != NULL) {
+		key.node = *node;
+		key.flags = TA_BPF_NODE_EXACT;
+		/* The tracepoint ends the call: the next one of this task stores its own. */
+		bpf_map_delete_elem(&in_flight, &id);
+	} else {
+		key.node = (__s32)bpf_get_numa_node_id();
+		key.flags = TA_BPF_NODE_OF_CPU;
+	}
+	__u64 *count = bpf_map_lookup_elem(&migrations, &key);
+	if (count != NULL) {
+		__sync_fetch_and_add(count, pages);
+	} else if (bpf_map_update_elem(&migrations, &key, &pages, BPF_NOEXIST) != 0) {
+		/* Another CPU created it meanwhile (or the map is full): add to theirs. */
+		count = bpf_map_lookup_elem(&migrations, &key);
+		if (count != NULL)
+			__sync_fetch_and_add(count, pages);
+	}
+	return 0;
+}

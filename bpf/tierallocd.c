@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tierallocd: the privileged agent (issue 6). It loads and attaches the BPF program of
+ * tieralloc.bpf.c, which counts the kernel's page migrations per cgroup, reason and destination
+ * node, and reads the counts every interval. This first version prints them (--print); mirroring
+ * them into each cgroup's tieralloc segment, where the allocator's worker reads them, is next.
+ *
+ *   tierallocd [--interval SECONDS] [--print] [--once] [--btf PATH]
+ *
+ * Needs root (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN) and a kernel with BTF; without either it
+ * exits 1 with one line saying which. SIGTERM or SIGINT: detaches its programs and exits 0.
+ * The allocator never depends on it.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/types.h>
+
+#include "tieralloc.skel.h"
+#include "tieralloc_bpf.h"
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static const char *const reason_names[TA_BPF_NREASONS] = { "promote", "demote", "mbind",
+							   "move_pages", "other" };
+
+static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level == LIBBPF_WARN && getenv("TIERALLOCD_DEBUG") != NULL)
+		return vfprintf(stderr, fmt, args);
+	if (level == LIBBPF_DEBUG || level == LIBBPF_INFO)
+		return 0;
+	return getenv("TIERALLOCD_DEBUG") != NULL ? vfprintf(stderr, fmt, args) : 0;
+}
+
+/* Load with the kprobe that gives exact destinations; without it if this kernel cannot attach
+ * there. */
+static struct tieralloc_bpf *load(bool *exact, const char *btf)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct bpf_object_open_opts opts = { .sz = sizeof(opts), .btf_custom_path = btf };
+		struct tieralloc_bpf *skel = tieralloc_bpf__open_opts(&opts);
+		if (skel == NULL)
+			return NULL;
+		if (attempt == 1) {
+			bpf_program__set_autoload(skel->progs.migrate_enter, false);
+		}
+		if (tieralloc_bpf__load(skel) == 0 && tieralloc_bpf__attach(skel) == 0) {
+			*exact = attempt == 0;
+			return skel;
+		}
+		tieralloc_bpf__destroy(skel);
+	}
+	return NULL;
+}
+
+static void print_counts(struct tieralloc_bpf *skel)
+{
+	int fd = bpf_map__fd(skel->maps.migrations);
+	struct ta_bpf_key key, next;
+	bool first = true;
+	unsigned n = 0;
+	while (bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
+		first = false;
+		key = next;
+		__u64 pages;
+		if (bpf_map_lookup_elem(fd, &key, &pages) != 0)
+			continue;
+		printf("cgroup=%llu reason=%s node=%d node_from=%s pages=%llu\n",
+		       (unsigned long long)key.cgroup_id,
+		       key.reason < TA_BPF_NREASONS ? reason_names[key.reason] : "?", key.node,
+		       key.flags == TA_BPF_NODE_EXACT ? "arguments" : "cpu",
+		       (unsigned long long)pages);
+		n++;
+	}
+	printf("counts %u\n", n);
+	fflush(stdout);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tierallocd [--interval SECONDS] [--print] [--once] [--btf PATH]\n"
+		   "  --interval S  read the counts every S seconds (default 1, at least 0.05)\n"
+		   "  --print       print them each time\n"
+		   "  --once        attach, wait one interval, print, detach and exit\n"
+		   "  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n");
+}
+
+int main(int argc, char **argv)
+{
+	double interval = 1.0;
+	bool print = false, once = false;
+	const char *btf = "/sys/kernel/btf/vmlinux";
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc) {
+			char *end;
+			interval = strtod(argv[++i], &end);
+			if (*end != '\0' || !(interval >= 0.05 && interval <= 3600)) {
+				fprintf(stderr, "tierallocd: bad --interval \"%s\"\n", argv[i]);
+				return 2;
+			}
+		} else if (strcmp(argv[i], "--print") == 0) {
+			print = true;
+		} else if (strcmp(argv[i], "--once") == 0) {
+			once = print = true;
+		} else if (strcmp(argv[i], "--btf") == 0 && i + 1 < argc) {
+			btf = argv[++i];
+		} else if (strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "tierallocd: needs root (CAP_BPF and CAP_PERFMON) to load its BPF "
+				"programs; tieralloc's allocator works without it\n");
+		return 1;
+	}
+	if (access(btf, R_OK) != 0) {
+		fprintf(stderr,
+			"tierallocd: no kernel BTF at %s (%s): its CO-RE programs need a "
+			"kernel built with CONFIG_DEBUG_INFO_BTF\n",
+			btf, strerror(errno));
+		return 1;
+	}
+	/* libbpf finds tracepoints in tracefs, which a minimal system may not have mounted. */
+	struct stat st;
+	if (stat("/sys/kernel/tracing/events", &st) != 0 &&
+	    stat("/sys/kernel/debug/tracing/events", &st) != 0 &&
+	    mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL) != 0)
+		fprintf(stderr, "tierallocd: tracefs is not mounted and mounting it failed (%s)\n",
+			strerror(errno));
+	libbpf_set_print(quiet_libbpf);
+	bool exact = false;
+	struct tieralloc_bpf *skel = load(&exact, btf);
+	if (skel == NULL) {
+		fprintf(stderr,
+			"tierallocd: cannot load or attach the BPF programs (%s); "
+			"TIERALLOCD_DEBUG=1 shows libbpf's messages\n",
+			strerror(errno));
+		return 1;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	printf("tierallocd: attached (destination nodes from %s)\n",
+	       exact ? "migrate_pages() arguments" : "the migrating CPU's node");
+	fflush(stdout);
+	struct timespec pause = { (time_t)interval,
+				  (long)((interval - (double)(time_t)interval) * 1e9) };
+	while (!stop) {
+		/* Interrupted by a signal: stop at once. */
+		if (nanosleep(&pause, NULL) != 0 && stop)
+			break;
+		if (print)
+			print_counts(skel);
+		if (once)
+			break;
+	}
+	tieralloc_bpf__destroy(skel);
+	printf("tierallocd: detached, stopped\n");
+	return 0;
+}
