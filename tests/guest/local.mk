@@ -6,21 +6,31 @@ tests_guest_placement_LDADD = src/libtacore.la
 check_PROGRAMS += tests/guest/enforce_work
 tests_guest_enforce_work_SOURCES = tests/guest/enforce_work.c
 tests_guest_enforce_work_LDADD = -lpthread $(DL_LIBS)
-EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests/guest/enforce.sh
+check_PROGRAMS += tests/guest/promote_work
+tests_guest_promote_work_SOURCES = tests/guest/promote_work.c
+EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests/guest/enforce.sh \
+	tests/guest/agent.sh
+
+# The agent goes into the guest when it was built (its test says "skipped" otherwise).
+if HAVE_BPF
+GUEST_AGENT = --include $(abs_top_builddir)/bpf/tierallocd
+endif
 
 GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
-check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat
+check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat $(sbin_PROGRAMS)
 	$(GUEST_RUN) --timeout 900 --with-python3 --module zram \
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
 		--include $(abs_top_builddir)/tests/guest/placement \
 		--include $(abs_top_builddir)/tests/guest/enforce_work \
+		--include $(abs_top_builddir)/tests/guest/promote_work $(GUEST_AGENT) \
 		--include $(abs_top_builddir)/tests/quota/quota_hog \
 		--include $(abs_top_builddir)/tests/quota/shm_peek \
 		--include $(abs_top_builddir)/tools/tieralloc-stat \
 		--include $(abs_top_srcdir)/tests/guest/lib.sh \
 		--include $(abs_top_srcdir)/tests/guest/quota.sh \
 		--include $(abs_top_srcdir)/tests/guest/enforce.sh \
+		--include $(abs_top_srcdir)/tests/guest/agent.sh \
 		--include $(abs_top_srcdir)/tests/guest/suite.sh -- \
 		$(abs_top_srcdir)/tests/guest/suite.sh $(abs_top_builddir) $(abs_top_srcdir)
 .PHONY: check-guest

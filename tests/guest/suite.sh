@@ -97,4 +97,6 @@ fi
 sh "$S/tests/guest/quota.sh" "$B" "$S" || failed=1
 # 6. Enforcement (issue 5): demotion, memory.reclaim, the promotion gate.
 sh "$S/tests/guest/enforce.sh" "$B" "$S" || failed=1
+# 7. The agent (issue 6): the kernel's migrations per cgroup.
+sh "$S/tests/guest/agent.sh" "$B" "$S" || failed=1
 exit $failed

@@ -1,0 +1,128 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The agent in the two-tier guest (issue 6): tierallocd counts the kernel's migrations per
+# cgroup. Run by suite.sh as root, busybox sh, when the agent was built.
+# Usage: agent.sh BUILDDIR SRCDIR. Prints "PASS name" / "FAIL name: why"; exit 1 on failure.
+#
+#   agent.promotions  kernel.numa_balancing=1 with DESIGN.md's scan settings; in cgroup X,
+#                     promote_work first touches 32 MiB on node 1 and reads it from node 0's
+#                     CPUs: the agent's promotions for X (reason promote, destination node 0)
+#                     are within 10% of the pages move_pages(2) finds moved; an idle cgroup Y
+#                     has none.
+#   agent.demotion    tieralloc's own demotion (enforce_work, memory.max dropped) is counted as
+#                     move_pages into node 1 for its cgroup, not as promotions.
+B=$1
+AGENT=$B/bpf/tierallocd
+PROMOTE=$B/tests/guest/promote_work
+PRELOAD=$B/preload/.libs/libtieralloc-preload.so
+WORK=$B/tests/guest/enforce_work
+W=/tmp/agent
+M=1048576
+failed=0
+# shellcheck source=tests/guest/lib.sh
+. "$2/tests/guest/lib.sh"
+
+if [ ! -x "$AGENT" ]; then
+	echo "agent: not built here (no clang, bpftool or libbpf at configure time): skipped"
+	exit 0
+fi
+rm -rf $W
+mkdir -p $W
+SCAN=/sys/kernel/debug/sched/numa_balancing
+echo 1 >/proc/sys/kernel/numa_balancing
+echo 100 >$SCAN/scan_delay_ms
+echo 100 >$SCAN/scan_period_min_ms
+
+"$AGENT" --print --interval 0.5 >$W/agent.out 2>$W/agent.err &
+agent=$!
+tries=0
+while ! grep -q "^tierallocd: attached" $W/agent.out && [ $tries -lt 100 ]; do
+	sleep 0.1
+	tries=$((tries + 1))
+done
+head -1 $W/agent.out
+
+# count CGROUP_ID REASON [NODE]: pages the agent counted for that key (its counters only grow:
+# the largest total of any one report is the latest).
+count() {
+	awk -v c="$1" -v r="$2" -v n="${3:-any}" '
+	/^counts/ { if (s > best) best = s; s = 0; next }
+	/^cgroup=/ {
+		split($1, a, "="); split($2, b, "="); split($3, d, "="); split($5, e, "=")
+		if (a[2] == c && b[2] == r && (n == "any" || d[2] == n)) s += e[2]
+	}
+	END { print best + 0 }' $W/agent.out
+}
+
+# ------------------------------------------------------------- agent.promotions
+cg_new ta-x max
+x=$cg
+x_id=$(stat -c %i "$x")
+cg_new ta-y max
+y=$cg
+y_id=$(stat -c %i "$y")
+(echo 0 >"$y/cgroup.procs" && exec sleep 8) &
+idle=$!
+(echo 0 >"$x/cgroup.procs" && exec "$PROMOTE" 32 4) >$W/promote.out 2>&1
+sleep 1.2
+moved=$(kv "$(cat $W/promote.out)" node0)
+seen=$(count "$x_id" promote 0)
+idle_seen=$(count "$y_id" promote)
+echo "   promote_work: $(cat $W/promote.out); agent: $seen pages promoted to node 0 for cgroup" \
+	"$x_id, $idle_seen for the idle cgroup $y_id"
+if [ -z "$moved" ] || [ "$moved" -lt 1024 ]; then
+	fail agent.promotions "NUMA balancing promoted too little to compare ($moved pages)"
+elif ! within "$seen" "$moved" $((moved / 10)); then
+	fail agent.promotions "the agent counted $seen pages, move_pages saw $moved move"
+elif [ "$idle_seen" != 0 ]; then
+	fail agent.promotions "promotions counted for the idle cgroup: $idle_seen"
+else
+	pass agent.promotions
+fi
+kill $idle 2>/dev/null
+wait $idle 2>/dev/null
+
+# ------------------------------------------------------------- agent.demotion
+cg_new ta-z 768M
+z=$cg
+z_id=$(stat -c %i "$z")
+mkfifo $W/z.in
+exec 3<>$W/z.in
+: >$W/z.out
+(echo 0 >"$z/cgroup.procs" && exec env LD_PRELOAD="$PRELOAD" "$WORK" 256M 4K 0 \
+	<$W/z.in >$W/z.out 2>$W/z.err) &
+zpid=$!
+tries=0
+while ! grep -q ready $W/z.out && [ $tries -lt 600 ]; do
+	sleep 0.1
+	tries=$((tries + 1))
+done
+echo 512M >"$z/memory.max"
+sleep 4
+echo demoted >&3
+sleep 0.5
+demoted=$(kv "$(grep '^demoted' $W/z.out)" bytes)
+echo quit >&3
+wait $zpid
+exec 3>&-
+sleep 1.2
+moves=$(count "$z_id" move_pages 1)
+promos=$(count "$z_id" promote)
+echo "   tieralloc demoted $(mib "${demoted:-0}"); agent: $moves pages moved to node 1 by" \
+	"move_pages, $promos promoted, for cgroup $z_id"
+if [ "${demoted:-0}" -le 0 ]; then
+	fail agent.demotion "the workload demoted nothing"
+elif ! within $((moves * 4096)) "$demoted" $((demoted / 10 + 4 * M)); then
+	fail agent.demotion "the agent counted $moves pages of move_pages for $(mib "$demoted") demoted"
+elif [ "$promos" -gt $((moves / 10)) ]; then
+	fail agent.demotion "counted as promotions: $promos"
+else
+	pass agent.demotion
+fi
+
+kill -TERM $agent
+wait $agent
+tail -1 $W/agent.out
+[ -s $W/agent.err ] && cat $W/agent.err
+rmdir "$x" "$y" "$z" 2>/dev/null
+exit $failed

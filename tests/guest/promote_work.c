@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The workload of the agent's guest test (tests/guest/agent.sh): pages the kernel will promote.
+ *
+ *   promote_work MIB SECONDS
+ *
+ * Maps MIB MiB, binds it to node 1 and writes it (so its pages are first touched there), then
+ * drops the binding (MPOL_DEFAULT, nothing moves) and reads one word of every page for SECONDS
+ * from this process's CPU, which is on node 0: with kernel.numa_balancing=1, NUMA balancing
+ * migrates the pages to node 0. Prints "promote total=T node0=A node1=B": the pages and where
+ * move_pages(2) finds them at the end (A is what moved).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	if (argc != 3) {
+		fprintf(stderr, "usage: %s MIB SECONDS\n", argv[0]);
+		return 2;
+	}
+	size_t len = (size_t)atoi(argv[1]) << 20;
+	int seconds = atoi(argv[2]);
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED || len == 0)
+		return 1;
+	uint64_t node1 = 2;
+	if (syscall(SYS_mbind, p, len, 2 /* MPOL_BIND */, &node1, 65, 0) != 0) {
+		perror("mbind");
+		return 1;
+	}
+	memset(p, 1, len);
+	if (syscall(SYS_mbind, p, len, 0 /* MPOL_DEFAULT */, NULL, 0, 0) != 0) {
+		perror("mbind default");
+		return 1;
+	}
+	volatile char sink = 0;
+	time_t end = time(NULL) + seconds;
+	while (time(NULL) < end)
+		for (size_t i = 0; i < len; i += 4096)
+			sink = (char)(sink + p[i]);
+	size_t n = len / 4096, on[3] = { 0 };
+	void **pages = malloc(n * sizeof(void *));
+	int *status = malloc(n * sizeof(int));
+	if (pages == NULL || status == NULL)
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		pages[i] = p + i * 4096;
+	if (syscall(SYS_move_pages, 0, n, pages, NULL, status, 0) != 0)
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		on[status[i] == 0 ? 0 : status[i] == 1 ? 1 : 2]++;
+	printf("promote total=%zu node0=%zu node1=%zu\n", n, on[0], on[1]);
+	return 0;
+}
