@@ -5,7 +5,7 @@
  * node, and reads the counts every interval. This first version prints them (--print); mirroring
  * them into each cgroup's tieralloc segment, where the allocator's worker reads them, is next.
  *
- *   tierallocd [--interval SECONDS] [--print] [--once] [--btf PATH]
+ *   tierallocd [--interval SECONDS] [--print] [--once] [--stats] [--btf PATH]
  *
  * Needs root (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN) and a kernel with BTF; without either it
  * exits 1 with one line saying which. SIGTERM or SIGINT: detaches its programs and exits 0.
@@ -93,11 +93,34 @@ static void print_counts(struct tieralloc_bpf *skel)
 	fflush(stdout);
 }
 
+/* BPF's own accounting of the programs' cost (--stats, kernel.bpf_stats_enabled through
+ * bpf_enable_stats while the agent runs). */
+static void print_prog_stats(struct tieralloc_bpf *skel)
+{
+	struct bpf_program *progs[] = { skel->progs.on_migrate_pages, skel->progs.migrate_enter };
+	for (unsigned i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		int fd = bpf_program__fd(progs[i]);
+		if (fd < 0)
+			continue;
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
+			continue;
+		printf("prog=%s runs=%llu run_time_ns=%llu ns_per_run=%llu\n",
+		       bpf_program__name(progs[i]), (unsigned long long)info.run_cnt,
+		       (unsigned long long)info.run_time_ns,
+		       (unsigned long long)(info.run_cnt ? info.run_time_ns / info.run_cnt : 0));
+	}
+}
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tierallocd [--interval SECONDS] [--print] [--once] [--btf PATH]\n"
+	fprintf(f, "usage: tierallocd [--interval SECONDS] [--print] [--once] [--stats] "
+		   "[--btf PATH]\n"
 		   "  --interval S  read the counts every S seconds (default 1, at least 0.05)\n"
 		   "  --print       print them each time\n"
+		   "  --stats       print the programs' run count and time too (BPF stats)\n"
 		   "  --once        attach, wait one interval, print, detach and exit\n"
 		   "  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n");
 }
@@ -105,7 +128,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	double interval = 1.0;
-	bool print = false, once = false;
+	bool print = false, once = false, stats = false;
 	const char *btf = "/sys/kernel/btf/vmlinux";
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--interval") == 0 && i + 1 < argc) {
@@ -117,6 +140,8 @@ int main(int argc, char **argv)
 			}
 		} else if (strcmp(argv[i], "--print") == 0) {
 			print = true;
+		} else if (strcmp(argv[i], "--stats") == 0) {
+			stats = true;
 		} else if (strcmp(argv[i], "--once") == 0) {
 			once = print = true;
 		} else if (strcmp(argv[i], "--btf") == 0 && i + 1 < argc) {
@@ -158,6 +183,11 @@ int main(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
+	/* Kept open while the agent runs: the kernel times the programs meanwhile. */
+	int stats_fd = stats ? bpf_enable_stats(BPF_STATS_RUN_TIME) : -1;
+	if (stats && stats_fd < 0)
+		fprintf(stderr, "tierallocd: cannot enable BPF run-time statistics (%s)\n",
+			strerror(errno));
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -174,10 +204,14 @@ int main(int argc, char **argv)
 			break;
 		if (print)
 			print_counts(skel);
+		if (stats)
+			print_prog_stats(skel);
 		if (once)
 			break;
 	}
 	tieralloc_bpf__destroy(skel);
+	if (stats_fd >= 0)
+		close(stats_fd);
 	printf("tierallocd: detached, stopped\n");
 	return 0;
 }

@@ -33,7 +33,7 @@ echo 1 >/proc/sys/kernel/numa_balancing
 echo 100 >$SCAN/scan_delay_ms
 echo 100 >$SCAN/scan_period_min_ms
 
-"$AGENT" --print --interval 0.5 >$W/agent.out 2>$W/agent.err &
+"$AGENT" --print --stats --interval 0.5 >$W/agent.out 2>$W/agent.err &
 agent=$!
 tries=0
 while ! grep -q "^tierallocd: attached" $W/agent.out && [ $tries -lt 100 ]; do
@@ -120,6 +120,10 @@ else
 	pass agent.demotion
 fi
 
+# Its cost: the programs' time per event (BPF stats) and the agent's CPU time.
+grep "^prog=" $W/agent.out | tail -2 | sed 's/^/   /'
+ticks=$(awk '{print $14 + $15}' /proc/$agent/stat)
+echo "   agent CPU time: $((ticks * 10)) ms of user + system over the test"
 kill -TERM $agent
 wait $agent
 tail -1 $W/agent.out
