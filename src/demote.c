@@ -135,11 +135,14 @@ static uint64_t live_bytes(unsigned tier)
 	return l > 0 ? (uint64_t)l : 0;
 }
 
+/* At info level: a container whose seccomp profile refuses mbind and move_pages (Docker's
+ * default without CAP_SYS_NICE) would otherwise print it in every program. */
 static void note_failure(int rc)
 {
 	static _Atomic unsigned reported;
 	if (atomic_fetch_add(&reported, 1) < 4)
-		ta_log(TA_LOG_WARN, "demotion: mbind failed (%d); the range stays where it is", rc);
+		ta_log(TA_LOG_INFO, "demotion: mbind or move_pages failed (%d); the range stays",
+		       rc);
 }
 
 uint64_t ta_demote(unsigned from, unsigned to, uint64_t bytes)

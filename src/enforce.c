@@ -133,11 +133,13 @@ static void reclaim(uint64_t bytes, unsigned tier)
 		return;
 	int rc = ta_cgroup_reclaim("", &ta_shm.cg, bytes);
 	if (rc == -ENOENT) {
-		/* Once per cgroup: its every process would say the same. */
+		/* Said once per cgroup (its every process would say the same), in the segment for
+		 * tieralloc-stat and at info level: a warning on the program's stderr would change
+		 * the output of every program of every cgroup v1 host that breaks a quota. */
 		uint64_t said = atomic_fetch_or(&ta_shm.hdr->notices, TA_SHM_NOTICE_NO_RECLAIM);
 		if (!(said & TA_SHM_NOTICE_NO_RECLAIM))
 			ta_log(
-			    TA_LOG_WARN,
+			    TA_LOG_INFO,
 			    "enforcement: cannot ask the kernel to reclaim: memory.reclaim needs "
 			    "cgroup v2 and Linux >= 5.19 (this cgroup: v%d)",
 			    ta_shm.cg.version);

@@ -150,6 +150,14 @@ static bool has_enforcement(const struct seg *s)
 	return s->hdr->abi_minor >= 1 && s->hdr->tier_size >= sizeof(struct ta_shm_tier);
 }
 
+/* False once a process of the cgroup found memory.reclaim missing (ABI minor 1). */
+static bool reclaim_available(const struct seg *s)
+{
+	if (s->hdr->abi_minor < 1 || s->hdr->header_size < sizeof(struct ta_shm_header))
+		return true;
+	return !(ld(&((struct ta_shm_header *)s->hdr)->notices) & TA_SHM_NOTICE_NO_RECLAIM);
+}
+
 static void print_table(struct seg *segs, unsigned nsegs)
 {
 	if (nsegs == 0) {
@@ -172,6 +180,10 @@ static void print_table(struct seg *segs, unsigned nsegs)
 		       s->hdr->cgroup_path[0] ? s->hdr->cgroup_path : "(none)",
 		       s->hdr->cgroup_version, id, alive,
 		       dead ? " + dead ones not yet reclaimed" : "");
+		if (!reclaim_available(s))
+			printf(
+			    "memory.reclaim: not available to this cgroup (cgroup v1, or Linux < "
+			    "5.19): an excess no lower tier can take stays\n");
 		uint64_t obs[TA_SHM_MAX_TIERS];
 		bool have_obs = observed(s, obs);
 		printf("%-4s %-8s %-6s %6s %7s %7s %7s %8s %8s %8s %8s %9s %9s %9s %8s %8s %5s\n",
@@ -246,9 +258,10 @@ static void print_json(struct seg *segs, unsigned nsegs)
 		printf(",\"cgroup\":{\"path\":");
 		json_string(s->hdr->cgroup_path);
 		printf(",\"id\":%llu,\"version\":%u},\"processes\":%u,\"dead_slots\":%u,"
-		       "\"generation\":%llu,\"tiers\":[",
+		       "\"generation\":%llu,\"reclaim_available\":%s,\"tiers\":[",
 		       (unsigned long long)s->hdr->cgroup_id, s->hdr->cgroup_version, alive, dead,
-		       (unsigned long long)ld(&((struct ta_shm_header *)s->hdr)->generation));
+		       (unsigned long long)ld(&((struct ta_shm_header *)s->hdr)->generation),
+		       reclaim_available(s) ? "true" : "false");
 		uint64_t obs[TA_SHM_MAX_TIERS];
 		bool have_obs = observed(s, obs);
 		for (unsigned t = 0; t < ntiers(s); t++) {

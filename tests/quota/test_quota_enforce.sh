@@ -13,7 +13,9 @@
 #   2. inline: the same demotion happens on the allocating thread, with no worker thread.
 #   3. off (and TIERALLOC_PROMOTION=never): no thread, nothing demoted.
 #   4. every tier over its share: two processes of one segment, neither can reclaim (cgroup
-#      v1 has no memory.reclaim): exactly one line says so for the whole cgroup.
+#      v1 has no memory.reclaim): exactly one line says so for the whole cgroup (at info
+#      level), and tieralloc-stat says so; 5. at the default level the program's stderr stays
+#      as it was.
 # Variables named in check conditions are read by its arithmetic, unseen by shellcheck.
 # shellcheck disable=SC2034
 set -euo pipefail
@@ -119,7 +121,8 @@ echo "== 4. nothing can take the excess, and no memory.reclaim"
 S=$(seg full)
 ALL="0.high=2M;0.max=2M;1.high=2M;1.max=2M"
 for h in a b; do
-	hog_start $h TIERALLOC_TIERS="0;0" TIERALLOC_SHM_NAME="$S" TIERALLOC_TIER_LIMITS="$ALL"
+	hog_start $h TIERALLOC_TIERS="0;0" TIERALLOC_SHM_NAME="$S" TIERALLOC_TIER_LIMITS="$ALL" \
+		TIERALLOC_LOG_LEVEL=info
 	hog_cmd $h "tier 1 8M"
 done
 if ! wait_for '$(pk tier=1 observed) > 0' 10; then
@@ -129,9 +132,23 @@ sleep 1
 hog_quit a
 hog_quit b
 said=$(cat "$TA_WORK/a.err" "$TA_WORK/b.err" | grep -c "cannot ask the kernel to reclaim" || true)
-echo "   notices: $said"
+echo "   notices (info level): $said"
 check "said == 1" "one notice for the cgroup that memory.reclaim is not there"
-hog_stderr_clean a
-hog_stderr_clean b
+STAT_BIN=$TA_TEST_BUILDDIR/tools/tieralloc-stat
+"$STAT_BIN" --name "/$S" | head -2 | sed 's/^/   /'
+"$STAT_BIN" --name "/$S" | grep -q "^memory.reclaim: not available" ||
+	ta_fail "tieralloc-stat does not say that memory.reclaim is not available"
+"$STAT_BIN" --json --name "/$S" | grep -q '"reclaim_available":false' ||
+	ta_fail "tieralloc-stat --json does not say that memory.reclaim is not available"
+echo "== 5. the default log level: nothing on the program's stderr"
+S=$(seg quiet)
+hog_start q TIERALLOC_TIERS="0;0" TIERALLOC_SHM_NAME="$S" TIERALLOC_TIER_LIMITS="$ALL"
+hog_cmd q "tier 1 8M"
+if ! wait_for '$(pk tier=1 observed) > 0' 10; then
+	ta_fail "no reading was published"
+fi
+sleep 1
+hog_quit q
+[[ -s $TA_WORK/q.err ]] && { cat "$TA_WORK/q.err" >&2; ta_fail "the program's stderr changed"; }
 
 q_finish
