@@ -69,19 +69,21 @@ int ta_demote_range(void *addr, size_t len, unsigned tier)
 	size_t n;
 	if (!inner_pages(addr, len, &start, &n))
 		return -EINVAL;
-	uint64_t mask = ta_topo.tier[tier].nodes;
+	/* The tier's nodes, taken in turn page by page. */
+	int tier_nodes[TA_MAX_NODES];
+	unsigned ntier_nodes = 0;
+	for (unsigned node = 0; node < TA_MAX_NODES; node++)
+		if (ta_topo.tier[tier].nodes & (1ull << node))
+			tier_nodes[ntier_nodes++] = (int)node;
+	if (ntier_nodes == 0)
+		return -EINVAL;
 	int saved = errno;
-	unsigned spread = 0;
+	unsigned turn = 0;
 	for (uintptr_t a = start; a < start + n;) {
 		unsigned k = 0;
 		for (; k < BATCH && a < start + n; k++, a += PAGE) {
 			pages[k] = (void *)a;
-			/* Round-robin over the tier's nodes. */
-			unsigned node, seen = 0;
-			do
-				node = spread++ % TA_MAX_NODES;
-			while (!(mask & (1ull << node)) && ++seen < TA_MAX_NODES);
-			nodes[k] = (int)node;
+			nodes[k] = tier_nodes[turn++ % ntier_nodes];
 		}
 		if (syscall(SYS_move_pages, 0, (unsigned long)k, pages, nodes, status, 0) < 0 &&
 		    errno != ENOENT) {

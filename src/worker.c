@@ -9,6 +9,7 @@
  */
 #include <linux/futex.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,6 +18,9 @@
 enum { WORKER_NONE = 0, WORKER_RUNNING = 1, WORKER_FAILED = 2 };
 static _Atomic int worker_state;
 static _Atomic uint32_t kick_seq;
+/* Set by a kick, cleared when a pass starts: every thread that finds a tier full kicks, and one
+ * wake-up per pass is enough (no futex call on each of their slow paths). */
+static _Atomic bool kick_pending;
 
 static void wait_kick(uint32_t seen, uint64_t ns)
 {
@@ -29,6 +33,7 @@ static void *worker_main(void *arg)
 	(void)arg;
 	for (;;) {
 		uint32_t seen = atomic_load(&kick_seq);
+		atomic_store(&kick_pending, false);
 		ta_enforce_pass();
 		wait_kick(seen, TA_ENFORCE_PERIOD_NS);
 	}
@@ -65,7 +70,9 @@ void ta_worker_start(void)
 
 void ta_worker_kick(void)
 {
-	if (atomic_load_explicit(&worker_state, memory_order_relaxed) != WORKER_RUNNING)
+	if (atomic_load_explicit(&worker_state, memory_order_relaxed) != WORKER_RUNNING ||
+	    atomic_load_explicit(&kick_pending, memory_order_relaxed) ||
+	    atomic_exchange(&kick_pending, true))
 		return;
 	atomic_fetch_add(&kick_seq, 1);
 	syscall(SYS_futex, &kick_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
