@@ -4,9 +4,11 @@
 EXTRA_DIST += bpf/tieralloc.bpf.c bpf/tieralloc_bpf.h bpf/tierallocd.service.in
 if HAVE_BPF
 sbin_PROGRAMS = bpf/tierallocd
-bpf_tierallocd_SOURCES = bpf/tierallocd.c bpf/tieralloc_bpf.h
+bpf_tierallocd_SOURCES = bpf/tierallocd.c bpf/tieralloc_bpf.h bpf/agent.h bpf/tally.c \
+	bpf/segments.c src/shm_abi.c
 nodist_bpf_tierallocd_SOURCES = bpf/tieralloc.skel.h
-bpf_tierallocd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/bpf -I$(top_srcdir)/bpf
+bpf_tierallocd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/bpf -I$(top_srcdir)/bpf \
+	-I$(top_srcdir)/src
 bpf_tierallocd_CFLAGS = $(AM_CFLAGS) $(LIBBPF_CFLAGS)
 bpf_tierallocd_LDADD = $(LIBBPF_LIBS)
 BUILT_SOURCES = bpf/tieralloc.skel.h

@@ -2,8 +2,10 @@
 /*
  * tierallocd: the privileged agent (issue 6). It loads and attaches the BPF program of
  * tieralloc.bpf.c, which counts the kernel's page migrations per cgroup, reason and destination
- * node, and reads the counts every interval. This first version prints them (--print); mirroring
- * them into each cgroup's tieralloc segment, where the allocator's worker reads them, is next.
+ * node, reads the counts every interval and writes them, per destination tier, into the shared
+ * segment of every cgroup that has tieralloc processes (segments.c). When the kernel promoted
+ * into a tier at its share, it raises the segment's alarm and wakes the processes' workers, which
+ * then gate and demote at once.
  *
  *   tierallocd [--interval SECONDS] [--print] [--once] [--stats] [--btf PATH]
  *
@@ -26,6 +28,7 @@
 #include <bpf/libbpf.h>
 #include <linux/types.h>
 
+#include "agent.h"
 #include "tieralloc.skel.h"
 #include "tieralloc_bpf.h"
 
@@ -70,27 +73,39 @@ static struct tieralloc_bpf *load(bool *exact, const char *btf)
 	return NULL;
 }
 
-static void print_counts(struct tieralloc_bpf *skel)
+/* The whole map, into counts (at most TA_BPF_MAX_KEYS entries). */
+static size_t read_counts(struct tieralloc_bpf *skel, struct ta_agent_count *counts)
 {
 	int fd = bpf_map__fd(skel->maps.migrations);
 	struct ta_bpf_key key, next;
 	bool first = true;
-	unsigned n = 0;
-	while (bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
+	size_t n = 0;
+	while (n < TA_BPF_MAX_KEYS && bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
 		first = false;
 		key = next;
 		__u64 pages;
 		if (bpf_map_lookup_elem(fd, &key, &pages) != 0)
 			continue;
-		printf("cgroup=%llu reason=%s node=%d node_from=%s pages=%llu\n",
-		       (unsigned long long)key.cgroup_id,
-		       key.reason < TA_BPF_NREASONS ? reason_names[key.reason] : "?", key.node,
-		       key.flags == TA_BPF_NODE_EXACT ? "arguments" : "cpu",
-		       (unsigned long long)pages);
-		n++;
+		counts[n++] = (struct ta_agent_count){ .cgroup_id = key.cgroup_id,
+						       .node = key.node,
+						       .reason = key.reason,
+						       .flags = key.flags,
+						       .pages = pages };
 	}
-	printf("counts %u\n", n);
-	fflush(stdout);
+	return n;
+}
+
+static void print_counts(const struct ta_agent_count *counts, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct ta_agent_count *c = &counts[i];
+		printf("cgroup=%llu reason=%s node=%d node_from=%s pages=%llu\n",
+		       (unsigned long long)c->cgroup_id,
+		       c->reason < TA_BPF_NREASONS ? reason_names[c->reason] : "?", c->node,
+		       c->flags == TA_BPF_NODE_EXACT ? "arguments" : "cpu",
+		       (unsigned long long)c->pages);
+	}
+	printf("counts %zu\n", n);
 }
 
 /* BPF's own accounting of the programs' cost (--stats, kernel.bpf_stats_enabled through
@@ -116,18 +131,20 @@ static void print_prog_stats(struct tieralloc_bpf *skel)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tierallocd [--interval SECONDS] [--print] [--once] [--stats] "
-		   "[--btf PATH]\n"
-		   "  --interval S  read the counts every S seconds (default 1, at least 0.05)\n"
-		   "  --print       print them each time\n"
-		   "  --stats       print the programs' run count and time too (BPF stats)\n"
-		   "  --once        attach, wait one interval, print, detach and exit\n"
-		   "  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n");
+	fprintf(f,
+		"usage: tierallocd [--interval SECONDS] [--print] [--once] [--stats] "
+		"[--btf PATH]\n"
+		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
+		"                at least 0.05)\n"
+		"  --print       print them each time, and the segments found and alarms raised\n"
+		"  --stats       print the programs' run count and time too (BPF stats)\n"
+		"  --once        attach, wait one interval, print, detach and exit\n"
+		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n");
 }
 
 int main(int argc, char **argv)
 {
-	double interval = 1.0;
+	double interval = 0.25;
 	bool print = false, once = false, stats = false;
 	const char *btf = "/sys/kernel/btf/vmlinux";
 	for (int i = 1; i < argc; i++) {
@@ -196,20 +213,39 @@ int main(int argc, char **argv)
 	printf("tierallocd: attached (destination nodes from %s)\n",
 	       exact ? "migrate_pages() arguments" : "the migrating CPU's node");
 	fflush(stdout);
+	static const char *const shm_dirs[] = { "/dev/shm", NULL };
+	struct ta_agent_segments *segments = ta_agent_segments_new(shm_dirs, true);
+	struct ta_agent_count *counts = calloc(TA_BPF_MAX_KEYS, sizeof(*counts));
+	if (segments == NULL || counts == NULL) {
+		fprintf(stderr, "tierallocd: out of memory\n");
+		tieralloc_bpf__destroy(skel);
+		return 1;
+	}
 	struct timespec pause = { (time_t)interval,
 				  (long)((interval - (double)(time_t)interval) * 1e9) };
-	while (!stop) {
+	/* New segments are looked for every 2 s or so: a scan walks /proc. */
+	unsigned rescan_every = interval >= 2 ? 1 : (unsigned)(2 / interval);
+	uint32_t flags = exact ? TA_SHM_AGENT_EXACT_NODES : 0;
+	for (unsigned round = 0; !stop; round++) {
+		if (round % rescan_every == 0)
+			ta_agent_segments_rescan(segments, print);
 		/* Interrupted by a signal: stop at once. */
 		if (nanosleep(&pause, NULL) != 0 && stop)
 			break;
+		size_t n = read_counts(skel, counts);
+		ta_agent_segments_publish(segments, counts, n, flags,
+					  (uint32_t)(interval * 1000 + 0.5), print);
 		if (print)
-			print_counts(skel);
+			print_counts(counts, n);
 		if (stats)
 			print_prog_stats(skel);
+		fflush(stdout);
 		if (once)
 			break;
 	}
 	tieralloc_bpf__destroy(skel);
+	ta_agent_segments_free(segments);
+	free(counts);
 	if (stats_fd >= 0)
 		close(stats_fd);
 	printf("tierallocd: detached, stopped\n");

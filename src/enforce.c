@@ -13,6 +13,9 @@
  *   the whole of it.
  * - Act: demote (demote.c), write memory.reclaim, gate promotions (gate.c). Each process acts
  *   once per reading.
+ * - The agent's alarm (tierallocd saw the kernel promote into a tier at its share) skips the
+ *   wait for the period: the process that takes it reads the cgroup's usage at once and wakes the
+ *   others to act on that reading.
  * The pass never runs twice at once in a process, and never with an allocator lock held.
  */
 #include <string.h>
@@ -25,6 +28,7 @@ _Atomic bool ta_enforce_wanted;
 static _Atomic bool pass_running;
 static uint64_t acted_gen; /* the reading this process last acted on */
 static _Atomic uint64_t inline_last_ns;
+_Atomic uint64_t ta_agent_alarms;
 
 static uint64_t part_of(uint64_t whole, uint64_t mine, uint64_t all)
 {
@@ -43,7 +47,7 @@ void ta_enforce_plan(const struct ta_enforce_in *in, struct ta_enforce_plan *out
 	for (unsigned t = 0; t < n; t++) {
 		uint64_t high = in->limit[t][TA_LIMIT_HIGH];
 		room[t] = in->observed[t] < high ? high - in->observed[t] : 0;
-		uint64_t margin = ta_gate_margin(high);
+		uint64_t margin = ta_shm_gate_margin(high);
 		uint64_t close_at = high - margin / 2, open_below = high - margin;
 		out->gate[t] =
 		    in->gated[t] ? in->observed[t] >= open_below : in->observed[t] >= close_at;
@@ -95,14 +99,30 @@ static void publish_observed(const uint64_t obs[TA_MAX_TIERS], uint64_t now_real
 	atomic_fetch_add(&ta_shm.hdr->observe_gen, 1);
 }
 
-/* One process per period reads the cgroup's usage; false when another one has the turn. */
-static bool observe(void)
+/* The agent's alarm, if it is new: one process of the cgroup takes each. */
+static bool take_agent_alarm(void)
+{
+	struct ta_shm_agent *agent = ta_shm.agent;
+	if (agent == NULL)
+		return false;
+	uint64_t alarm = atomic_load(&agent->alarm), taken = atomic_load(&agent->alarm_taken);
+	if (alarm == taken || !atomic_compare_exchange_strong(&agent->alarm_taken, &taken, alarm))
+		return false;
+	atomic_fetch_add(&ta_agent_alarms, 1);
+	return true;
+}
+
+/* One process per period reads the cgroup's usage (or whoever took an alarm, at once); false when
+ * another one has the turn. */
+static bool observe(bool now_please)
 {
 	struct ta_shm_header *h = ta_shm.hdr;
 	uint64_t now = ta_monotonic_ns();
 	uint64_t last = atomic_load(&h->observe_claim_ns);
-	if (now - last < TA_ENFORCE_PERIOD_NS ||
-	    !atomic_compare_exchange_strong(&h->observe_claim_ns, &last, now))
+	if (now_please)
+		atomic_store(&h->observe_claim_ns, now);
+	else if (now - last < TA_ENFORCE_PERIOD_NS ||
+		 !atomic_compare_exchange_strong(&h->observe_claim_ns, &last, now))
 		return false;
 	uint64_t obs[TA_MAX_TIERS] = { 0 };
 	uint64_t per_node[TA_CGROUP_NODES];
@@ -184,7 +204,9 @@ bool ta_enforce_pass(void)
 		return false;
 	bool acted = false;
 	ta_shm_refresh_limits(false);
-	observe();
+	bool alarmed = take_agent_alarm();
+	if (observe(alarmed) && alarmed)
+		ta_shm_wake_others();
 	uint64_t gen = atomic_load(&ta_shm.hdr->observe_gen);
 	if (gen != acted_gen) {
 		acted_gen = gen;
@@ -197,7 +219,8 @@ bool ta_enforce_pass(void)
 		for (unsigned t = 0; t < ta_ntiers; t++) {
 			uint64_t limit = atomic_load(&ta_arenas[t].limit);
 			if (limit != UINT64_MAX &&
-			    atomic_load(&ta_arenas[t].charged) + ta_gate_margin(limit) / 2 >= limit)
+			    atomic_load(&ta_arenas[t].charged) + ta_shm_gate_margin(limit) / 2 >=
+				limit)
 				plan.gate[t] = true;
 		}
 		/* The gate first: closing it takes back what the kernel promoted, which this

@@ -7,7 +7,7 @@
  *   always  relax every lower-tier range (MPOL_BIND over its tier and the faster ones, with
  *           MPOL_F_NUMA_BALANCING) so that the kernel promotes what is hot, quota or not;
  *   gated   (default) relax a tier's ranges while every faster tier up to the target has
- *           headroom; when one comes within half a margin of its high share (ta_gate_margin:
+ *           headroom; when one comes within half a margin of its high share (ta_shm_gate_margin:
  *           an eighth of it), bind them back with MPOL_MF_MOVE, which also returns the pages
  *           the kernel had promoted; reopen once it is a whole margin below.
  * Memory that tieralloc demoted is never relaxed: the kernel would bring back what was just

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "tieralloc.h"
+#include "tieralloc/shm_abi.h"
 
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -459,16 +460,13 @@ struct ta_enforce_plan {
 	uint64_t demote[TA_MAX_TIERS][TA_MAX_TIERS]; /* this process's bytes from a to b */
 	uint64_t reclaim[TA_MAX_TIERS];		     /* its bytes for memory.reclaim, per tier */
 	uint64_t reclaim_total;			     /* ... for the cgroup's total */
-	/* Promotions into the tier must stop: it is within TA_GATE_MARGIN of its high share (and
-	 * reopens only below the whole margin, so the gate does not flap). */
+	/* Promotions into the tier must stop: it is within half a gate margin (ta_shm_gate_margin)
+	 * of its high share (and reopens only below the whole margin, so the gate does not flap).
+	 */
 	bool gate[TA_MAX_TIERS];
 };
-/* The gate's margin below a tier's high share: an eighth of it, at least 8 MiB. */
-static inline uint64_t ta_gate_margin(uint64_t high)
-{
-	uint64_t m = high / 8 > (8ull << 20) ? high / 8 : (8ull << 20);
-	return m < high ? m : high;
-}
+/* Alarms of the agent this process took (ctl "agent.alarms"). */
+extern _Atomic uint64_t ta_agent_alarms;
 /* What this process should do, from a reading: pure, unit-tested. */
 void ta_enforce_plan(const struct ta_enforce_in *in, struct ta_enforce_plan *out);
 /* One pass: observe (one process per period and cgroup), plan, act. Returns false when there

@@ -7,6 +7,7 @@
  * Anything wrong with the segment costs one warning and leaves the process on local accounting.
  */
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -70,6 +71,8 @@ static void fill_header(struct ta_shm_header *h, const struct ta_cgroup *cg,
 	h->slots_off = TA_SHM_SLOTS_OFF;
 	h->tier_size = sizeof(struct ta_shm_tier);
 	h->tiers_off = TA_SHM_TIERS_OFF;
+	h->agent_off = TA_SHM_AGENT_OFF;
+	h->agent_size = sizeof(struct ta_shm_agent);
 	h->creator_pid = (uint32_t)getpid();
 	h->cgroup_id = cg->id;
 	h->cgroup_version = (uint32_t)cg->version;
@@ -120,6 +123,7 @@ static int open_segment(const char *name, const struct ta_cgroup *cg,
 		fill_header(out->hdr, cg, topo);
 		out->tiers = (struct ta_shm_tier *)((char *)out->hdr + TA_SHM_TIERS_OFF);
 		out->slots = (struct ta_shm_slot *)((char *)out->hdr + TA_SHM_SLOTS_OFF);
+		out->agent = (struct ta_shm_agent *)((char *)out->hdr + TA_SHM_AGENT_OFF);
 		atomic_store_explicit(&out->hdr->state, TA_SHM_READY, memory_order_release);
 		out->created = true;
 		return 0;
@@ -177,6 +181,7 @@ static int open_segment(const char *name, const struct ta_cgroup *cg,
 	}
 	out->tiers = (struct ta_shm_tier *)((char *)out->hdr + out->hdr->tiers_off);
 	out->slots = (struct ta_shm_slot *)((char *)out->hdr + out->hdr->slots_off);
+	out->agent = ta_shm_agent_block(out->hdr, out->size);
 	if (atomic_load(&out->hdr->ntiers) != topo->ntiers) {
 		*why = "made for another number of tiers";
 		munmap(out->hdr, out->size);
@@ -262,6 +267,20 @@ unsigned ta_shm_reclaim_dead(struct ta_shm *shm)
 		taken++;
 	}
 	return taken;
+}
+
+void ta_shm_wake_others(void)
+{
+	if (!atomic_load(&ta_shm.active))
+		return;
+	for (unsigned i = 0; i < slot_count(&ta_shm); i++) {
+		struct ta_shm_slot *s = slot_at(&ta_shm, i);
+		uint32_t pid = atomic_load(&s->pid);
+		if (s == ta_shm.mine || pid == 0 || pid == UINT32_MAX)
+			continue;
+		atomic_fetch_add(&s->wake, 1);
+		syscall(SYS_futex, &s->wake, FUTEX_WAKE, 1, NULL, NULL, 0);
+	}
 }
 
 static int claim_slot(struct ta_shm *shm)

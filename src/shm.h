@@ -16,6 +16,7 @@ struct ta_shm {
 	struct ta_shm_tier *tiers;
 	struct ta_shm_slot *slots;
 	struct ta_shm_slot *mine;
+	struct ta_shm_agent *agent; /* NULL in a segment made before ABI minor 2 */
 	size_t size;
 	char name[128];
 	struct ta_cgroup cg;
@@ -26,6 +27,8 @@ extern struct ta_shm ta_shm;
 /* ---- shm.c ---- */
 /* Check a mapped segment's header against its size: 0, or -EINVAL with a reason. */
 int ta_shm_validate(const void *seg, size_t size, const char **why);
+/* A validated segment's agent block, or NULL when it has none (made before minor 2) or a bad one. */
+struct ta_shm_agent *ta_shm_agent_block(const struct ta_shm_header *h, size_t size);
 /* "/tieralloc-v1-<cgroup key>-t<tiers fingerprint>", or the override. */
 void ta_shm_name(const struct ta_cgroup *cg, const struct ta_topology *topo, const char *override,
 		 char *buf, size_t n);
@@ -38,6 +41,8 @@ void ta_shm_uncharge(unsigned tier, uint64_t bytes);
 void ta_shm_refresh_limits(bool now);
 /* Take back the charges of slots whose process is gone; returns how many. */
 unsigned ta_shm_reclaim_dead(struct ta_shm *shm);
+/* Wake the enforcement workers of the cgroup's other processes (their slots' futex words). */
+void ta_shm_wake_others(void);
 void ta_shm_fork_child(const uint64_t charged[TA_MAX_TIERS]);
 /* /proc/<pid>/stat start time (clock ticks since boot), 0 if unreadable. */
 uint64_t ta_proc_start_time(int pid);

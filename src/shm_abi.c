@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Validation of a shared segment's header against the size of its file: the one check that both
- * the allocator (src/shm.c) and the tools that only read segments (tieralloc-stat) need, kept apart
- * so that the tools link it without the allocator.
+ * Validation of a shared segment's header against the size of its file: the checks that the
+ * allocator (src/shm.c), the tools that only read segments (tieralloc-stat) and the agent
+ * (tierallocd) all need, kept apart so that they link it without the allocator.
  */
 #include "shm.h"
 
@@ -46,4 +46,15 @@ int ta_shm_validate(const void *seg, size_t size, const char **why)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+struct ta_shm_agent *ta_shm_agent_block(const struct ta_shm_header *h, size_t size)
+{
+	if (h->abi_minor < 2 || h->agent_off == 0 || h->agent_size < sizeof(struct ta_shm_agent) ||
+	    h->agent_off % 64 != 0)
+		return NULL;
+	uint64_t slots_end = (uint64_t)h->slots_off + (uint64_t)h->slot_size * h->max_slots;
+	if (h->agent_off < slots_end || (uint64_t)h->agent_off + h->agent_size > size)
+		return NULL;
+	return (struct ta_shm_agent *)((char *)h + h->agent_off);
 }

@@ -103,6 +103,29 @@ static int parse_tier_name(const char *name, const char **rest)
 	return (int)t;
 }
 
+/* "cgroup.tier.<t>.agent.<field>": pages the kernel migrated into the tier, as the agent counted
+ * them; -ENOENT when no agent ever wrote them. */
+static int agent_tier_get(unsigned t, const char *field, void *out, size_t *len)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} fields[] = {
+		{ "agent.promoted", offsetof(struct ta_shm_agent_tier, promoted) },
+		{ "agent.demoted", offsetof(struct ta_shm_agent_tier, demoted) },
+		{ "agent.moved", offsetof(struct ta_shm_agent_tier, moved) },
+	};
+	struct ta_shm_agent *agent = ta_shm.agent;
+	if (agent == NULL || atomic_load(&agent->written_ns) == 0)
+		return -ENOENT;
+	for (unsigned i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if (strcmp(field, fields[i].name) == 0)
+			return put_u64(out, len,
+				       atomic_load((_Atomic uint64_t *)((char *)&agent->tier[t] +
+									fields[i].off)));
+	return -ENOENT;
+}
+
 /* "cgroup.tier.<t>.<field>": the container's numbers from the shared segment (what
  * tieralloc-stat shows), -ENOENT when this process keeps its own accounting. */
 static int cgroup_tier_get(const char *name, void *out, size_t *len)
@@ -137,7 +160,7 @@ static int cgroup_tier_get(const char *name, void *out, size_t *len)
 		if (strcmp(field, fields[i].name) == 0)
 			return put_u64(
 			    out, len, atomic_load((_Atomic uint64_t *)((char *)r + fields[i].off)));
-	return -ENOENT;
+	return agent_tier_get(t, field, out, len);
 }
 
 int ta_ctl_get(const char *name, void *out, size_t *len)
@@ -156,6 +179,8 @@ int ta_ctl_get(const char *name, void *out, size_t *len)
 		return cgroup_tier_get(name, out, len);
 	if (strcmp(name, "shm.active") == 0)
 		return put_u32(out, len, atomic_load(&ta_shm.active));
+	if (strcmp(name, "agent.alarms") == 0)
+		return put_u64(out, len, atomic_load(&ta_agent_alarms));
 	if (strncmp(name, "opt.", 4) == 0) {
 		for (unsigned i = 0; i < ta_opt_count; i++) {
 			if (strcmp(ta_opt_table[i].name, name + 4) != 0)

@@ -2,7 +2,10 @@
 /*
  * The per-process enforcement thread (TIERALLOC_ENFORCE=deferred, the default): started on first
  * need from an allocation slow path with no allocator lock held, it runs an enforcement pass
- * every period, or at once when kicked (a tier ran out). It blocks every signal, so that the
+ * every period, or at once when kicked: by the program's threads (a tier ran out), by another
+ * process of the cgroup (a fresh reading to act on) or by the agent (the kernel promoted into a
+ * tier at its share). It sleeps on its slot's word in the segment, a shared futex, so that the
+ * others can wake it; on a private word without a segment. It blocks every signal, so that the
  * program's handlers keep running on the program's threads, and allocates nothing.
  *
  * After fork the child has no worker (threads do not survive fork); the next need starts one.
@@ -14,28 +17,37 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "shm.h"
 
 enum { WORKER_NONE = 0, WORKER_RUNNING = 1, WORKER_FAILED = 2 };
 static _Atomic int worker_state;
-static _Atomic uint32_t kick_seq;
+static _Atomic uint32_t private_word;
 /* Set by a kick, cleared when a pass starts: every thread that finds a tier full kicks, and one
  * wake-up per pass is enough (no futex call on each of their slow paths). */
 static _Atomic bool kick_pending;
 
-static void wait_kick(uint32_t seen, uint64_t ns)
+static _Atomic uint32_t *wake_word(int *op_flags)
 {
-	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
-	syscall(SYS_futex, &kick_seq, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire) && ta_shm.mine != NULL) {
+		*op_flags = 0; /* shared: keyed by the segment's inode, not our address space */
+		return &ta_shm.mine->wake;
+	}
+	*op_flags = FUTEX_PRIVATE_FLAG;
+	return &private_word;
 }
 
 static void *worker_main(void *arg)
 {
 	(void)arg;
 	for (;;) {
-		uint32_t seen = atomic_load(&kick_seq);
+		int flags;
+		_Atomic uint32_t *word = wake_word(&flags);
+		uint32_t seen = atomic_load(word);
 		atomic_store(&kick_pending, false);
 		ta_enforce_pass();
-		wait_kick(seen, TA_ENFORCE_PERIOD_NS);
+		uint64_t ns = TA_ENFORCE_PERIOD_NS;
+		struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+		syscall(SYS_futex, word, FUTEX_WAIT | flags, seen, &ts, NULL, 0);
 	}
 	return NULL;
 }
@@ -74,8 +86,10 @@ void ta_worker_kick(void)
 	    atomic_load_explicit(&kick_pending, memory_order_relaxed) ||
 	    atomic_exchange(&kick_pending, true))
 		return;
-	atomic_fetch_add(&kick_seq, 1);
-	syscall(SYS_futex, &kick_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	int flags;
+	_Atomic uint32_t *word = wake_word(&flags);
+	atomic_fetch_add(word, 1);
+	syscall(SYS_futex, word, FUTEX_WAKE | flags, 1, NULL, NULL, 0);
 }
 
 void ta_worker_fork_child(void)

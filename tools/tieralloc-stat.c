@@ -3,8 +3,10 @@
  * tieralloc-stat: the per-cgroup, per-tier quotas as every tieralloc process of a container
  * charges them. Lists the shared segments in /dev/shm and, per tier: the limits (min, low, high,
  * max), the charge, the kernel's usage on the tier's nodes (memory.numa_stat, cgroup v2), the
- * headroom and the event counts. A plain table, JSON (--json), or a table refreshed every N
- * seconds (--watch N). Read-only: it maps segments without write access and never creates one.
+ * headroom and the event counts; and, when the agent (tierallocd) writes them, the pages the
+ * kernel promoted, demoted and moved into each tier, with their rates. A plain table, JSON
+ * (--json), or a table refreshed every N seconds (--watch N). Read-only: it maps segments without
+ * write access and never creates one.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -16,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cgroup.h"
@@ -158,6 +161,69 @@ static bool reclaim_available(const struct seg *s)
 	return !(ld(&((struct ta_shm_header *)s->hdr)->notices) & TA_SHM_NOTICE_NO_RECLAIM);
 }
 
+/* The agent's block, when an agent wrote it recently and could attribute migrations to the
+ * segment's cgroup; otherwise NULL and why. */
+static const struct ta_shm_agent *agent_counts(const struct seg *s, const char **why,
+					       uint64_t *age_ms)
+{
+	const struct ta_shm_agent *a = ta_shm_agent_block(s->hdr, s->size);
+	*age_ms = 0;
+	if (a == NULL) {
+		*why = "segment made before the agent's block (tieralloc < ABI 1.2)";
+		return NULL;
+	}
+	uint64_t written = ld(&a->written_ns);
+	if (written == 0) {
+		*why = "no agent: tierallocd has not written here";
+		return NULL;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	*age_ms = now > written ? (now - written) / 1000000 : 0;
+	/* Stale after three of its intervals, and never before 2 s. */
+	uint64_t interval = atomic_load(&((struct ta_shm_agent *)a)->interval_ms);
+	uint64_t stale_ms = interval * 3 > 2000 ? interval * 3 : 2000;
+	if (*age_ms > stale_ms) {
+		*why = "no agent: tierallocd stopped writing here";
+		return NULL;
+	}
+	if (atomic_load(&((struct ta_shm_agent *)a)->flags) & TA_SHM_AGENT_NO_CGROUP_ID) {
+		*why = "the agent runs, but cannot tell this cgroup's migrations (no cgroup v2 id)";
+		return NULL;
+	}
+	*why = NULL;
+	return a;
+}
+
+static void print_migrations(const struct seg *s)
+{
+	const char *why;
+	uint64_t age_ms;
+	const struct ta_shm_agent *a = agent_counts(s, &why, &age_ms);
+	if (a == NULL) {
+		printf("kernel migrations: n/a (%s)\n", why);
+		return;
+	}
+	printf("kernel migrations into each tier, in pages (tierallocd, %llu ms ago; destinations "
+	       "%s; %llu alarms):\n",
+	       (unsigned long long)age_ms,
+	       atomic_load(&((struct ta_shm_agent *)a)->flags) & TA_SHM_AGENT_EXACT_NODES
+		   ? "exact"
+		   : "of promotions only",
+	       (unsigned long long)ld(&a->alarm));
+	printf("%-4s %10s %9s %10s %9s %10s %9s\n", "tier", "promoted", "/s", "demoted", "/s",
+	       "moved", "/s");
+	for (unsigned t = 0; t < ntiers(s); t++) {
+		const struct ta_shm_agent_tier *m = &a->tier[t];
+		printf(
+		    "%-4u %10llu %9llu %10llu %9llu %10llu %9llu\n", t,
+		    (unsigned long long)ld(&m->promoted), (unsigned long long)ld(&m->promoted_rate),
+		    (unsigned long long)ld(&m->demoted), (unsigned long long)ld(&m->demoted_rate),
+		    (unsigned long long)ld(&m->moved), (unsigned long long)ld(&m->moved_rate));
+	}
+}
+
 static void print_table(struct seg *segs, unsigned nsegs)
 {
 	if (nsegs == 0) {
@@ -221,6 +287,7 @@ static void print_table(struct seg *segs, unsigned nsegs)
 			       (unsigned long long)ld(&r->overflowed),
 			       (unsigned long long)ld(&r->exhausted), v[7], v[8], gated);
 		}
+		print_migrations(s);
 		printf("\n");
 	}
 }
@@ -264,6 +331,9 @@ static void print_json(struct seg *segs, unsigned nsegs)
 		       reclaim_available(s) ? "true" : "false");
 		uint64_t obs[TA_SHM_MAX_TIERS];
 		bool have_obs = observed(s, obs);
+		const char *agent_why;
+		uint64_t agent_age;
+		const struct ta_shm_agent *agent = agent_counts(s, &agent_why, &agent_age);
 		for (unsigned t = 0; t < ntiers(s); t++) {
 			const struct ta_shm_tier *r = tier_rec(s, t);
 			char nodes[64];
@@ -296,7 +366,7 @@ static void print_json(struct seg *segs, unsigned nsegs)
 			if (has_enforcement(s))
 				printf(
 				    ",\"untracked\":%llu,\"demoted\":%llu,\"reclaim_asked\":%llu,"
-				    "\"reclaims\":%llu,\"gated\":%s}",
+				    "\"reclaims\":%llu,\"gated\":%s",
 				    (unsigned long long)ld(&r->untracked),
 				    (unsigned long long)ld(&r->demoted),
 				    (unsigned long long)ld(&r->reclaim_asked),
@@ -305,9 +375,37 @@ static void print_json(struct seg *segs, unsigned nsegs)
 			else
 				printf(
 				    ",\"untracked\":null,\"demoted\":null,\"reclaim_asked\":null,"
-				    "\"reclaims\":null,\"gated\":null}");
+				    "\"reclaims\":null,\"gated\":null");
+			/* The agent's counts (ABI minor 2), in pages; null without an agent. */
+			if (agent != NULL) {
+				const struct ta_shm_agent_tier *m = &agent->tier[t];
+				printf(",\"migrations\":{\"promoted\":%llu,\"promoted_rate\":%llu,"
+				       "\"demoted\":%llu,\"demoted_rate\":%llu,\"moved\":%llu,"
+				       "\"moved_rate\":%llu}}",
+				       (unsigned long long)ld(&m->promoted),
+				       (unsigned long long)ld(&m->promoted_rate),
+				       (unsigned long long)ld(&m->demoted),
+				       (unsigned long long)ld(&m->demoted_rate),
+				       (unsigned long long)ld(&m->moved),
+				       (unsigned long long)ld(&m->moved_rate));
+			} else {
+				printf(",\"migrations\":null}");
+			}
 		}
-		printf("]}");
+		printf("],\"agent\":{\"available\":%s,\"why_not\":", agent ? "true" : "false");
+		if (agent != NULL)
+			printf("null,\"age_ms\":%llu,\"exact_nodes\":%s,\"alarms\":%llu}",
+			       (unsigned long long)agent_age,
+			       atomic_load(&((struct ta_shm_agent *)agent)->flags) &
+				       TA_SHM_AGENT_EXACT_NODES
+				   ? "true"
+				   : "false",
+			       (unsigned long long)ld(&agent->alarm));
+		else {
+			json_string(agent_why);
+			printf(",\"age_ms\":null,\"exact_nodes\":null,\"alarms\":null}");
+		}
+		printf("}");
 	}
 	printf("]}\n");
 }

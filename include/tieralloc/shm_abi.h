@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The shared-memory segment of one cgroup: every tieralloc process of the cgroup charges its
- * per-tier usage here, and the CLI (and later the agent) read it. This header is the single source
- * of truth for the layout; tests pin the sizes and offsets below.
+ * per-tier usage here, the CLI reads it, and the agent (tierallocd, root) writes the kernel's
+ * migrations of the cgroup into it. This header is the single source of truth for the layout;
+ * tests pin the sizes and offsets below.
  *
  * Rules:
  * - Only fixed-width integers and lock-free atomics; no pointers, bool, enum or implicit padding.
@@ -15,9 +16,10 @@
  * - The creator fills the header, then release-stores state = TA_SHM_READY; an attacher
  *   acquire-waits for it a bounded time. Bad magic, major version, sizes or owner: local-only
  *   accounting and one warning.
- * - A minor version only appends fields (growing header_size, tier_size or slot_size); readers use
- *   the smaller of their size and the segment's. A major version changes the name, so two layouts
- *   can live side by side.
+ * - A minor version only appends fields (growing header_size, tier_size or slot_size, or a block
+ *   after the slots found through a header offset); readers use the smaller of their size and
+ *   the segment's, and check a block's offset and size before using it. A major version changes the
+ * name, so two layouts can live side by side.
  * - Every index read from the segment is bounds-checked against the reader's own maxima.
  */
 #ifndef TIERALLOC_SHM_ABI_H
@@ -29,7 +31,7 @@
 
 #define TA_SHM_MAGIC	 0x31306d6873726574ull /* "tershm01" little-endian */
 #define TA_SHM_ABI_MAJOR 1
-#define TA_SHM_ABI_MINOR 1
+#define TA_SHM_ABI_MINOR 2
 #define TA_SHM_MAX_TIERS 3
 #define TA_SHM_MAX_SLOTS 256 /* processes of one cgroup attached at once */
 #define TA_SHM_PATH_MAX	 256
@@ -71,7 +73,43 @@ struct ta_shm_slot {
 	uint32_t reserved0;
 	_Atomic uint64_t start_time; /* /proc/<pid>/stat field 22: tells a reused pid apart */
 	_Atomic uint64_t charged[TA_SHM_MAX_TIERS];
-	uint64_t reserved[3];
+	/* Minor 2: the process's enforcement worker sleeps on this word (a shared futex), so that
+	 * the agent can wake it; bumped before every wake. */
+	_Atomic uint32_t wake;
+	uint32_t reserved0b;
+	uint64_t reserved[2];
+};
+
+/* Minor 2: what the agent (tierallocd, root) saw the kernel migrate for this cgroup, per
+ * destination tier, as pages since the agent started counting (started_ns). */
+struct ta_shm_agent_tier {
+	_Atomic uint64_t promoted;	/* by NUMA balancing (MR_NUMA_MISPLACED) */
+	_Atomic uint64_t demoted;	/* by reclaim (MR_DEMOTION) */
+	_Atomic uint64_t moved;		/* by mbind(2) or move_pages(2) */
+	_Atomic uint64_t promoted_rate; /* pages per second over the agent's last interval */
+	_Atomic uint64_t demoted_rate;
+	_Atomic uint64_t moved_rate;
+	uint64_t reserved[2];
+};
+
+#define TA_SHM_AGENT_EXACT_NODES  1u /* destinations from migrate_pages()'s arguments */
+#define TA_SHM_AGENT_NO_CGROUP_ID 2u /* no cgroup v2 id in the segment: nothing attributable */
+
+struct ta_shm_agent {
+	_Atomic uint64_t written_ns; /* CLOCK_REALTIME of the agent's last write; 0: never */
+	_Atomic uint64_t started_ns; /* CLOCK_REALTIME the counts start from (a restart resets) */
+	_Atomic uint64_t seq;	     /* bumped after each write */
+	/* Bumped by the agent when pages were promoted into a tier at its share (gate shut, or
+	 * within half a gate margin of its high share): the cgroup's workers wake, one of them
+	 * reads the cgroup's usage at once (moving alarm_taken to alarm), and all act on it. */
+	_Atomic uint64_t alarm;
+	_Atomic uint64_t alarm_taken;
+	_Atomic uint32_t pid;	      /* the agent's */
+	_Atomic uint32_t flags;	      /* TA_SHM_AGENT_* */
+	_Atomic uint32_t interval_ms; /* how often it writes */
+	uint32_t reserved0;
+	uint64_t reserved;
+	struct ta_shm_agent_tier tier[TA_SHM_MAX_TIERS];
 };
 
 struct ta_shm_header {
@@ -98,12 +136,25 @@ struct ta_shm_header {
 	_Atomic uint64_t observe_claim_ns; /* CLOCK_MONOTONIC of the last claim to read it */
 	_Atomic uint64_t observe_gen;	   /* bumped after each reading */
 	_Atomic uint64_t notices; /* TA_SHM_NOTICE_* said once per cgroup, not per process */
-	uint64_t reserved[4];
+	/* Minor 2: the agent block (struct ta_shm_agent), after the slots; 0: none. */
+	uint32_t agent_off;
+	uint32_t agent_size;
+	uint64_t reserved[3];
 };
+
+/* The promotion gate's margin below a tier's high share: an eighth of it, at least 8 MiB. The
+ * gate shuts within half a margin of the share and opens below the whole margin; the agent raises
+ * its alarm by the same rule, so it is part of the ABI. */
+static inline uint64_t ta_shm_gate_margin(uint64_t high)
+{
+	uint64_t m = high / 8 > (8ull << 20) ? high / 8 : (8ull << 20);
+	return m < high ? m : high;
+}
 
 #define TA_SHM_TIERS_OFF 512
 #define TA_SHM_SLOTS_OFF (TA_SHM_TIERS_OFF + TA_SHM_MAX_TIERS * 192)
-#define TA_SHM_SEG_SIZE	 (TA_SHM_SLOTS_OFF + TA_SHM_MAX_SLOTS * 64)
+#define TA_SHM_AGENT_OFF (TA_SHM_SLOTS_OFF + TA_SHM_MAX_SLOTS * 64)
+#define TA_SHM_SEG_SIZE	 (TA_SHM_AGENT_OFF + 256)
 
 _Static_assert(sizeof(struct ta_shm_tier) == 192, "tier record size is ABI");
 _Static_assert(sizeof(struct ta_shm_slot) == 64, "slot size is ABI");
@@ -114,5 +165,11 @@ _Static_assert(offsetof(struct ta_shm_header, cgroup_path) == 88, "path offset i
 _Static_assert(offsetof(struct ta_shm_tier, charged) == 32, "charged offset is ABI");
 _Static_assert(offsetof(struct ta_shm_slot, charged) == 16, "slot charges offset is ABI");
 _Static_assert(TA_SHM_SLOTS_OFF % 64 == 0, "slots are cache-line aligned");
+_Static_assert(sizeof(struct ta_shm_agent) == 256, "agent block size is ABI");
+_Static_assert(sizeof(struct ta_shm_agent_tier) == 64, "agent tier size is ABI");
+_Static_assert(offsetof(struct ta_shm_agent, tier) == 64, "agent tiers offset is ABI");
+_Static_assert(offsetof(struct ta_shm_header, agent_off) == 368, "agent offset is ABI");
+_Static_assert(offsetof(struct ta_shm_slot, wake) == 40, "wake word offset is ABI");
+_Static_assert(TA_SHM_AGENT_OFF % 64 == 0, "agent block is cache-line aligned");
 
 #endif /* TIERALLOC_SHM_ABI_H */

@@ -3,9 +3,10 @@
 #
 # The agent on this host (issue 6): tierallocd loads and attaches its BPF programs as root (the
 # host has BTF), counts the kernel's migrations (compaction is the kind this one-node host has;
-# reported, not required), and on SIGTERM detaches them and exits 0. Without root, or with no
-# BTF where it looks, it exits 1 with one line saying which. Counting promotions and demotions
-# per cgroup needs two nodes: the guest's part, next.
+# reported, not required), finds a running tieralloc process's segment and writes into it, and on
+# SIGTERM detaches them and exits 0. tieralloc-stat tells a segment it writes from one it does
+# not. Without root, or with no BTF where it looks, it exits 1 with one line saying which.
+# Counting promotions and demotions per cgroup needs two nodes: tests/guest/agent.sh.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
 . "$(dirname "$0")/../integration/lib.sh"
@@ -43,8 +44,31 @@ rc=0
 "$AGENT" --interval 0 >/dev/null 2>&1 || rc=$?
 [[ $rc == 2 ]] || ta_fail "--interval 0: exit status $rc, want 2"
 
-echo "== load, attach, count, SIGTERM"
+STAT=$TA_TEST_BUILDDIR/tools/tieralloc-stat
+SEG=/tieralloc-v1-agenttest-$$
+PY=$(command -v python3 || true)
+# agent_field KEY: the segment's "agent" object's KEY, from tieralloc-stat --json.
+agent_field()
+{
+	"$STAT" --json --name "$SEG" |
+		"$PY" -c 'import json,sys; print(json.load(sys.stdin)["segments"][0]["agent"][sys.argv[1]])' "$1"
+}
+
+echo "== load, attach, count, publish, SIGTERM"
 [[ -r /sys/kernel/btf/vmlinux ]] || ta_skip "this kernel has no BTF"
+# A tieralloc process holding a segment for the agent to find.
+ta_preloaded env TIERALLOC_SHM_NAME="$SEG" sleep 60 &
+holder=$!
+trap 'kill $holder 2>/dev/null || true; rm -f /dev/shm$SEG' EXIT
+for _ in $(seq 1 50); do
+	[[ -e /dev/shm$SEG ]] && break
+	sleep 0.1
+done
+[[ -e /dev/shm$SEG ]] || ta_fail "the tieralloc process made no segment"
+if [[ -n $PY ]]; then
+	[[ $(agent_field available) == False ]] || ta_fail "agent counts before any agent ran"
+	agent_field why_not | grep -q "no agent" || ta_fail "no 'no agent' reason before it ran"
+fi
 "$AGENT" --print --interval 0.2 >"$TA_WORK/agent.out" 2>"$TA_WORK/agent.err" &
 pid=$!
 for _ in $(seq 1 100); do
@@ -57,6 +81,26 @@ if ! grep -q "^tierallocd: attached" "$TA_WORK/agent.out"; then
 	ta_fail "the agent did not attach"
 fi
 head -1 "$TA_WORK/agent.out"
+for _ in $(seq 1 50); do
+	grep -q "^tierallocd: segment /dev/shm$SEG:" "$TA_WORK/agent.out" && break
+	sleep 0.1
+done
+grep "^tierallocd: segment /dev/shm$SEG:" "$TA_WORK/agent.out" ||
+	ta_fail "the agent did not find the tieralloc process's segment"
+if [[ -n $PY ]]; then
+	sleep 0.5
+	"$STAT" --name "$SEG" | grep "^kernel migrations"
+	cgv=$("$STAT" --json --name "$SEG" |
+		"$PY" -c 'import json,sys; print(json.load(sys.stdin)["segments"][0]["cgroup"]["version"])')
+	if [[ $cgv == 2 ]]; then
+		[[ $(agent_field available) == True ]] || ta_fail "cgroup v2: the agent's counts are not shown"
+	else
+		# cgroup v1: BPF's cgroup ids are v2 ones, so nothing is attributable; said as such.
+		[[ $(agent_field available) == False ]] || ta_fail "cgroup v1: counts shown as if attributable"
+		agent_field why_not | grep -q "no cgroup v2 id" ||
+			ta_fail "cgroup v1: the reason is not the missing cgroup id"
+	fi
+fi
 progs_loaded()
 {
 	bpftool prog show 2>/dev/null | grep -c "name on_migrate_pages" || true
@@ -83,5 +127,10 @@ tail -1 "$TA_WORK/agent.out" | grep -q "detached, stopped" || ta_fail "no 'detac
 [[ -s $TA_WORK/agent.err ]] && { cat "$TA_WORK/agent.err" >&2; ta_fail "the agent wrote to stderr"; }
 if [[ -x $BPFTOOL ]]; then
 	[[ $(progs_loaded) == 0 ]] || ta_fail "the program is still loaded after SIGTERM"
+fi
+if [[ -n $PY ]]; then
+	sleep 2.2
+	agent_field why_not | grep -q "stopped writing" ||
+		ta_fail "tieralloc-stat does not say the agent stopped: $(agent_field why_not)"
 fi
 echo PASS

@@ -3,7 +3,8 @@
 # in a build configured with --enable-asan --enable-ubsan (the SANITIZED conditional).
 unit_tests = \
 	tests/unit/test_env tests/unit/test_topo tests/unit/test_sizeclass tests/unit/test_boot \
-	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce
+	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
+	tests/unit/test_agent
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -50,3 +51,10 @@ tests_unit_test_enforce_SOURCES = tests/unit/test_enforce.c tests/lib/test.h
 tests_unit_test_enforce_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_enforce_CFLAGS = $(unit_cflags)
 tests_unit_test_enforce_LDADD = $(unit_ldadd)
+
+# The agent's segment side (bpf/tally.c, bpf/segments.c) needs no BPF: always built.
+tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h bpf/tally.c \
+	bpf/segments.c bpf/agent.h
+tests_unit_test_agent_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/bpf
+tests_unit_test_agent_CFLAGS = $(unit_cflags)
+tests_unit_test_agent_LDADD = $(unit_ldadd)

@@ -118,7 +118,7 @@ static void test_plan(void)
 	expect_true(!p.gate[0]);
 
 	test_context("the gate closes half a margin below the share, opens a margin below");
-	uint64_t high = 160 * MiB, margin = ta_gate_margin(high);
+	uint64_t high = 160 * MiB, margin = ta_shm_gate_margin(high);
 	expect_eq(margin, 20 * MiB);
 	two_tiers(&in, high, UNL);
 	in.observed[0] = high - margin / 2 - 1;
@@ -134,8 +134,8 @@ static void test_plan(void)
 	in.observed[0] = high - margin - 1;
 	ta_enforce_plan(&in, &p);
 	expect_true(!p.gate[0]);
-	expect_eq(ta_gate_margin(4 * MiB), 4 * MiB);
-	expect_eq(ta_gate_margin(1ull << 40), (1ull << 40) / 8);
+	expect_eq(ta_shm_gate_margin(4 * MiB), 4 * MiB);
+	expect_eq(ta_shm_gate_margin(1ull << 40), (1ull << 40) / 8);
 }
 
 /* ---- demotion on a real heap ---- */

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's parts: what it read from the BPF map (tierallocd.c), how it sums that per tier of
+ * a cgroup's segment and when it raises the alarm (tally.c, pure), and the segments it finds and
+ * writes (segments.c).
+ */
+#ifndef TA_AGENT_H
+#define TA_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tieralloc/shm_abi.h"
+
+/* One entry of the BPF map: pages migrated for a cgroup, to a node, for a reason. */
+struct ta_agent_count {
+	uint64_t cgroup_id;
+	int32_t node;	 /* -1: unknown */
+	uint16_t reason; /* enum ta_bpf_reason */
+	uint16_t flags;	 /* enum ta_bpf_node_flags */
+	uint64_t pages;
+};
+
+enum { TA_AGENT_PROMOTED = 0, TA_AGENT_DEMOTED = 1, TA_AGENT_MOVED = 2, TA_AGENT_NKINDS = 3 };
+
+/* Pages per destination tier and kind for one cgroup: out[t][kind]. nodes[t] is tier t's node
+ * mask (from the segment). A destination taken from the migrating CPU's node counts only for
+ * promotions, the one kind that migrates on the destination's CPU. */
+void ta_agent_tally(const struct ta_agent_count *counts, size_t n, uint64_t cgroup_id,
+		    const uint64_t *nodes, unsigned ntiers, uint64_t out[][TA_AGENT_NKINDS]);
+
+/* The alarm's rule: pages were promoted into the tier (promoted_bytes > 0) while its gate is shut
+ * or its usage (observed, plus what was just promoted) is within half a gate margin of its high
+ * share. */
+bool ta_agent_alarm(uint64_t promoted_bytes, uint64_t observed, uint64_t high, bool gated);
+
+/* ---- segments.c ---- */
+struct ta_agent_segments;
+struct ta_agent_segments *ta_agent_segments_new(const char *const *dirs, bool scan_proc);
+/* Find segments not yet known, drop those gone. */
+void ta_agent_segments_rescan(struct ta_agent_segments *set, bool verbose);
+/* Write the counts into every known segment, raise alarms; returns the number written. */
+unsigned ta_agent_segments_publish(struct ta_agent_segments *set,
+				   const struct ta_agent_count *counts, size_t n, uint32_t flags,
+				   uint32_t interval_ms, bool verbose);
+void ta_agent_segments_free(struct ta_agent_segments *set);
+
+#endif /* TA_AGENT_H */

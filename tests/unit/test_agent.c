@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's side of the segments (bpf/tally.c, bpf/segments.c), without BPF: counts summed per
+ * tier, the alarm's rule, the agent block's bounds checks, and publishing into forged segments in
+ * a private tmpfs directory: only valid segments are written, never through a link, never the
+ * processes' own field, and an alarm wakes a worker sleeping on its slot's word through another
+ * mapping of the file. Then the allocator's side: a pass that finds a new alarm reads the
+ * cgroup's usage although the period is not over, and wakes the cgroup's other workers. The BPF
+ * counting itself is tests/bpf and tests/guest/agent.sh.
+ */
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <linux/types.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "shm.h"
+#include "test.h"
+#include "tieralloc_bpf.h"
+
+#define MiB ((uint64_t)1 << 20)
+#define CG  4242ull
+
+static void test_tally(void)
+{
+	const uint64_t nodes[2] = { 1ull << 0, (1ull << 1) | (1ull << 2) };
+	const struct ta_agent_count counts[] = {
+		{ CG, 0, TA_BPF_PROMOTE, TA_BPF_NODE_EXACT, 100 },
+		{ CG, 0, TA_BPF_PROMOTE, TA_BPF_NODE_OF_CPU, 10 },
+		{ CG, 2, TA_BPF_DEMOTE, TA_BPF_NODE_EXACT, 7 },
+		{ CG, 2, TA_BPF_DEMOTE, TA_BPF_NODE_OF_CPU,
+		  1000 }, /* kswapd's CPU: not a destination */
+		{ CG, 1, TA_BPF_MOVE_PAGES, TA_BPF_NODE_EXACT, 5 },
+		{ CG, 1, TA_BPF_MBIND, TA_BPF_NODE_EXACT, 6 },
+		{ CG, 1, TA_BPF_MOVE_PAGES, TA_BPF_NODE_OF_CPU, 2000 },
+		{ CG, -1, TA_BPF_MBIND, TA_BPF_NODE_EXACT, 3000 },	/* destination unknown */
+		{ CG, 0, TA_BPF_OTHER, TA_BPF_NODE_EXACT, 4000 },	/* compaction */
+		{ CG, 70, TA_BPF_PROMOTE, TA_BPF_NODE_EXACT, 5000 },	/* beyond the node masks */
+		{ CG, 3, TA_BPF_PROMOTE, TA_BPF_NODE_EXACT, 6000 },	/* in no tier */
+		{ CG + 1, 0, TA_BPF_PROMOTE, TA_BPF_NODE_EXACT, 7000 }, /* another cgroup */
+	};
+	uint64_t out[2][TA_AGENT_NKINDS];
+	ta_agent_tally(counts, sizeof(counts) / sizeof(counts[0]), CG, nodes, 2, out);
+	test_context("tally: promotions by CPU node count, other kinds need exact nodes");
+	expect_eq(out[0][TA_AGENT_PROMOTED], 110);
+	expect_eq(out[0][TA_AGENT_DEMOTED], 0);
+	expect_eq(out[0][TA_AGENT_MOVED], 0);
+	expect_eq(out[1][TA_AGENT_PROMOTED], 0);
+	expect_eq(out[1][TA_AGENT_DEMOTED], 7);
+	expect_eq(out[1][TA_AGENT_MOVED], 11);
+	ta_agent_tally(counts, sizeof(counts) / sizeof(counts[0]), 1, nodes, 2, out);
+	test_context("tally: a cgroup with no counts");
+	expect_eq(out[0][TA_AGENT_PROMOTED] + out[1][TA_AGENT_MOVED], 0);
+}
+
+static void test_alarm_rule(void)
+{
+	uint64_t high = 256 * MiB, close_at = high - ta_shm_gate_margin(high) / 2;
+	test_context("alarm: no promotion, no alarm, even gated");
+	expect_true(!ta_agent_alarm(0, 300 * MiB, high, true));
+	test_context("alarm: promoted into a shut tier");
+	expect_true(ta_agent_alarm(4096, 0, high, true));
+	test_context("alarm: promoted up to the gate's closing point");
+	expect_true(ta_agent_alarm(MiB, close_at - MiB, high, false));
+	expect_true(!ta_agent_alarm(MiB, close_at - MiB - 4096, high, false));
+	test_context("alarm: a tier without a high share");
+	expect_true(!ta_agent_alarm(MiB, 1ull << 40, TA_SHM_UNLIMITED, false));
+}
+
+/* ---- forged segments ---- */
+
+static _Alignas(64) unsigned char seg[TA_SHM_SEG_SIZE];
+
+static struct ta_shm_header *forge(uint16_t minor, uint64_t cgroup_id)
+{
+	memset(seg, 0, sizeof(seg));
+	struct ta_shm_header *h = (void *)seg;
+	h->magic = TA_SHM_MAGIC;
+	h->abi_major = TA_SHM_ABI_MAJOR;
+	h->abi_minor = minor;
+	h->header_size = sizeof(*h);
+	h->seg_size = minor >= 2 ? TA_SHM_SEG_SIZE : TA_SHM_AGENT_OFF;
+	h->max_slots = TA_SHM_MAX_SLOTS;
+	h->max_tiers = TA_SHM_MAX_TIERS;
+	h->slot_size = sizeof(struct ta_shm_slot);
+	h->slots_off = TA_SHM_SLOTS_OFF;
+	h->tier_size = sizeof(struct ta_shm_tier);
+	h->tiers_off = TA_SHM_TIERS_OFF;
+	if (minor >= 2) {
+		h->agent_off = TA_SHM_AGENT_OFF;
+		h->agent_size = sizeof(struct ta_shm_agent);
+	}
+	h->cgroup_id = cgroup_id;
+	atomic_store(&h->ntiers, 2);
+	struct ta_shm_tier *t = (void *)(seg + TA_SHM_TIERS_OFF);
+	for (unsigned i = 0; i < 2; i++) {
+		for (unsigned k = 0; k < TA_NLIMITS; k++)
+			atomic_store(&t[i].limit[k], 256 * MiB);
+		atomic_store(&t[i].nodes, 1ull << i);
+	}
+	struct ta_shm_slot *slot = (void *)(seg + TA_SHM_SLOTS_OFF);
+	atomic_store(&slot[3].pid, (uint32_t)getpid());
+	atomic_store(&h->state, TA_SHM_READY);
+	return h;
+}
+
+static void test_block_bounds(void)
+{
+	struct ta_shm_header *h = forge(2, CG);
+	test_context("agent block: a good one");
+	expect_true(ta_shm_agent_block(h, TA_SHM_SEG_SIZE) == (void *)(seg + TA_SHM_AGENT_OFF));
+	test_context("agent block: past the end of the file");
+	expect_true(ta_shm_agent_block(h, TA_SHM_SEG_SIZE - 64) == NULL);
+	h->agent_off = TA_SHM_SLOTS_OFF;
+	test_context("agent block: over the slots");
+	expect_true(ta_shm_agent_block(h, TA_SHM_SEG_SIZE) == NULL);
+	h->agent_off = TA_SHM_AGENT_OFF + 8;
+	test_context("agent block: misaligned");
+	expect_true(ta_shm_agent_block(h, TA_SHM_SEG_SIZE) == NULL);
+	h = forge(1, CG);
+	test_context("agent block: none before minor 2");
+	expect_true(ta_shm_agent_block(h, TA_SHM_SEG_SIZE) == NULL);
+}
+
+static char dir[64];
+
+static void write_file(const char *name, size_t size)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || write(fd, seg, size) != (ssize_t)size)
+		test_hard("cannot write %s", path);
+	close(fd);
+}
+
+static void read_file(const char *name, void *buf, size_t size)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_RDONLY);
+	memset(buf, 0, size);
+	if (fd < 0 || read(fd, buf, size) < 0)
+		test_hard("cannot read %s", path);
+	close(fd);
+}
+
+static struct ta_shm_agent *agent_of(unsigned char *buf)
+{
+	return (struct ta_shm_agent *)(buf + TA_SHM_AGENT_OFF);
+}
+
+struct sleeper {
+	_Atomic uint32_t *word;
+	uint32_t seen;
+	int rc;
+	uint64_t slept_ns;
+};
+
+static void *sleep_on_word(void *arg)
+{
+	struct sleeper *s = arg;
+	struct timespec t0, t1, limit = { 10, 0 };
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	s->rc = (int)syscall(SYS_futex, s->word, FUTEX_WAIT, s->seen, &limit, NULL, 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s->slept_ns = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + t1.tv_nsec - t0.tv_nsec);
+	return NULL;
+}
+
+static void test_publish(void)
+{
+	snprintf(dir, sizeof(dir), "/dev/shm/ta-unit-agent-XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		test_skip("no tmpfs at /dev/shm");
+	forge(2, CG);
+	atomic_store(&agent_of(seg)->alarm_taken, 77);
+	write_file("tieralloc-good", TA_SHM_SEG_SIZE);
+	forge(2, 0);
+	write_file("tieralloc-v1host", TA_SHM_SEG_SIZE);
+	forge(1, CG);
+	write_file("tieralloc-minor1", TA_SHM_AGENT_OFF);
+	forge(2, CG);
+	((struct ta_shm_header *)seg)->magic ^= 1;
+	write_file("tieralloc-badmagic", TA_SHM_SEG_SIZE);
+	forge(2, CG);
+	write_file("other-name", TA_SHM_SEG_SIZE);
+	char target[128], link[128];
+	snprintf(target, sizeof(target), "%s/other-name", dir);
+	snprintf(link, sizeof(link), "%s/tieralloc-link", dir);
+	if (symlink(target, link) != 0)
+		test_hard("symlink");
+
+	const char *dirs[] = { dir, NULL };
+	struct ta_agent_segments *set = ta_agent_segments_new(dirs, false);
+	ta_agent_segments_rescan(set, false);
+	struct ta_agent_count counts[] = {
+		{ CG, 0, TA_BPF_PROMOTE, TA_BPF_NODE_EXACT, 10 },
+		{ CG, 1, TA_BPF_MOVE_PAGES, TA_BPF_NODE_EXACT, 20 },
+	};
+	test_context("publish: the two valid minor-2 segments, nothing else");
+	expect_eq(ta_agent_segments_publish(set, counts, 2, TA_SHM_AGENT_EXACT_NODES, 250, false),
+		  2);
+
+	static _Alignas(64) unsigned char buf[TA_SHM_SEG_SIZE];
+	read_file("tieralloc-good", buf, sizeof(buf));
+	struct ta_shm_agent *a = agent_of(buf);
+	test_context("publish: the counts per destination tier");
+	expect_ne(atomic_load(&a->written_ns), 0);
+	expect_eq(atomic_load(&a->tier[0].promoted), 10);
+	expect_eq(atomic_load(&a->tier[1].moved), 20);
+	expect_eq(atomic_load(&a->flags), TA_SHM_AGENT_EXACT_NODES);
+	expect_eq(atomic_load(&a->interval_ms), 250);
+	expect_eq(atomic_load(&a->pid), (uint32_t)getpid());
+	test_context("publish: the first write raises no alarm, and leaves alarm_taken alone");
+	expect_eq(atomic_load(&a->alarm), 0);
+	expect_eq(atomic_load(&a->alarm_taken), 77);
+
+	read_file("tieralloc-v1host", buf, sizeof(buf));
+	test_context("publish: a segment without a cgroup id says so, with no counts");
+	expect_eq(atomic_load(&a->flags), TA_SHM_AGENT_EXACT_NODES | TA_SHM_AGENT_NO_CGROUP_ID);
+	expect_eq(atomic_load(&a->tier[0].promoted), 0);
+	expect_ne(atomic_load(&a->written_ns), 0);
+
+	test_context("publish: never into a bad, old, misnamed or linked file");
+	read_file("tieralloc-badmagic", buf, sizeof(buf));
+	expect_eq(atomic_load(&a->written_ns), 0);
+	read_file("other-name", buf, sizeof(buf));
+	expect_eq(atomic_load(&a->written_ns), 0);
+	read_file("tieralloc-minor1", buf, TA_SHM_AGENT_OFF);
+	expect_eq(((struct ta_shm_header *)buf)->seg_size, TA_SHM_AGENT_OFF);
+
+	/* A worker sleeping on its slot's word, through its own mapping of the file. */
+	char path[128];
+	snprintf(path, sizeof(path), "%s/tieralloc-good", dir);
+	int fd = open(path, O_RDWR);
+	unsigned char *map = mmap(NULL, TA_SHM_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (fd < 0 || map == MAP_FAILED)
+		test_hard("cannot map %s", path);
+	close(fd);
+	struct ta_shm_slot *slot =
+	    (void *)(map + TA_SHM_SLOTS_OFF + 3 * sizeof(struct ta_shm_slot));
+	struct ta_shm_tier *tier0 = (void *)(map + TA_SHM_TIERS_OFF);
+	struct sleeper sleeper = { .word = &slot->wake, .seen = atomic_load(&slot->wake) };
+	pthread_t thread;
+	pthread_create(&thread, NULL, sleep_on_word, &sleeper);
+	usleep(100000);
+
+	test_context("publish: promotions into a tier with room raise no alarm");
+	counts[0].pages = 20;
+	atomic_store(&tier0->observed, 100 * MiB);
+	ta_agent_segments_publish(set, counts, 2, 0, 250, false);
+	expect_eq(atomic_load(&agent_of(map)->alarm), 0);
+	expect_eq(atomic_load(&agent_of(map)->tier[0].promoted), 20);
+	expect_ne(atomic_load(&agent_of(map)->tier[0].promoted_rate), 0);
+
+	test_context("publish: promotions into a tier at its share: alarm, and the worker wakes");
+	counts[0].pages = 30;
+	atomic_store(&tier0->observed, 250 * MiB);
+	ta_agent_segments_publish(set, counts, 2, 0, 250, false);
+	expect_eq(atomic_load(&agent_of(map)->alarm), 1);
+	pthread_join(thread, NULL);
+	expect_eq(sleeper.rc, 0);
+	expect_lt(sleeper.slept_ns, 5000000000ull);
+	expect_eq(atomic_load(&slot->wake), sleeper.seen + 1);
+	expect_eq(atomic_load(&agent_of(map)->alarm_taken), 77);
+
+	test_context("publish: no new promotion, no new alarm");
+	ta_agent_segments_publish(set, counts, 2, 0, 250, false);
+	expect_eq(atomic_load(&agent_of(map)->alarm), 1);
+	munmap(map, TA_SHM_SEG_SIZE);
+
+	test_context("publish: a segment truncated under the agent does not kill it");
+	if (truncate(path, 100) != 0)
+		test_hard("truncate");
+	counts[0].pages = 40;
+	ta_agent_segments_publish(set, counts, 2, 0, 250, false);
+
+	test_context("rescan: removed segments are dropped");
+	unlink(path);
+	ta_agent_segments_rescan(set, false);
+	expect_eq(ta_agent_segments_publish(set, counts, 2, 0, 250, false), 1);
+	ta_agent_segments_free(set);
+
+	const char *names[] = { "tieralloc-v1host", "tieralloc-minor1", "tieralloc-badmagic",
+				"other-name", "tieralloc-link" };
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+/* ---- the allocator's side ---- */
+
+static void test_worker_alarm(void)
+{
+	void *p = tieralloc_malloc(64); /* starts the allocator, which attaches the segment */
+	tieralloc_free(p);
+	if (!atomic_load(&ta_shm.active) || ta_shm.agent == NULL)
+		test_skip("no shared segment with an agent block");
+	/* Another live process of the cgroup: our parent, in a free slot. */
+	struct ta_shm_slot *other = NULL;
+	for (unsigned i = 0; i < TA_SHM_MAX_SLOTS && other == NULL; i++) {
+		uint32_t expect = 0;
+		if (atomic_compare_exchange_strong(&ta_shm.slots[i].pid, &expect,
+						   (uint32_t)getppid()))
+			other = &ta_shm.slots[i];
+	}
+	if (other == NULL)
+		test_hard("no free slot");
+	struct ta_shm_agent *agent = ta_shm.agent;
+	ta_enforce_pass();
+	uint64_t gen = atomic_load(&ta_shm.hdr->observe_gen);
+	uint32_t wake = atomic_load(&other->wake);
+	test_context("alarm: without one, no second reading within the period");
+	ta_enforce_pass();
+	expect_eq(atomic_load(&ta_shm.hdr->observe_gen), gen);
+	expect_eq(atomic_load(&ta_agent_alarms), 0);
+
+	test_context("alarm: taken, read at once, the other worker woken");
+	atomic_fetch_add(&agent->alarm, 1);
+	ta_enforce_pass();
+	expect_eq(atomic_load(&agent->alarm_taken), atomic_load(&agent->alarm));
+	expect_eq(atomic_load(&ta_agent_alarms), 1);
+	expect_eq(atomic_load(&ta_shm.hdr->observe_gen), gen + 1);
+	expect_eq(atomic_load(&other->wake), wake + 1);
+	uint64_t alarms = 0;
+	size_t len = sizeof(alarms);
+	expect_eq(tieralloc_ctl_get("agent.alarms", &alarms, &len), 0);
+	expect_eq(alarms, 1);
+
+	test_context("alarm: taken once");
+	ta_enforce_pass();
+	expect_eq(atomic_load(&ta_agent_alarms), 1);
+	expect_eq(atomic_load(&ta_shm.hdr->observe_gen), gen + 1);
+
+	test_context("ctl: the agent's counts, once it wrote");
+	uint64_t v = 0;
+	len = sizeof(v);
+	expect_true(tieralloc_ctl_get("cgroup.tier.0.agent.promoted", &v, &len) == -ENOENT);
+	atomic_store(&agent->tier[0].promoted, 123);
+	atomic_store(&agent->written_ns, 1);
+	len = sizeof(v);
+	expect_eq(tieralloc_ctl_get("cgroup.tier.0.agent.promoted", &v, &len), 0);
+	expect_eq(v, 123);
+	atomic_store(&other->pid, 0);
+}
+
+static char shm_name_var[96];
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	snprintf(shm_name_var, sizeof(shm_name_var),
+		 "TIERALLOC_SHM_NAME=/tieralloc-v1-unit-agent-%d", (int)getpid());
+	const char *const env[] = { shm_name_var, "TIERALLOC_ENFORCE=off",
+				    "TIERALLOC_PROMOTION=never", NULL };
+	test_reexec_with_env(argv, env);
+	test_tally();
+	test_alarm_rule();
+	test_block_bounds();
+	test_publish();
+	char path[128];
+	snprintf(path, sizeof(path), "/dev/shm%s", strchr(shm_name_var, '=') + 1);
+	test_worker_alarm();
+	unlink(path);
+	return test_done();
+}
