@@ -40,10 +40,15 @@ struct ta_agent_segments;
 struct ta_agent_segments *ta_agent_segments_new(const char *const *dirs, bool scan_proc);
 /* Find segments not yet known, drop those gone. */
 void ta_agent_segments_rescan(struct ta_agent_segments *set, bool verbose);
-/* Write the counts into every known segment, raise alarms; returns the number written. */
+/* Write the counts into the known segments, raise alarms; returns the number written. only:
+ * just the segments of these cgroups (an alert: the rates are left as they were), or NULL: all
+ * (the periodic write). */
 unsigned ta_agent_segments_publish(struct ta_agent_segments *set,
-				   const struct ta_agent_count *counts, size_t n, uint32_t flags,
+				   const struct ta_agent_count *counts, size_t n,
+				   const uint64_t *only, size_t nonly, uint32_t flags,
 				   uint32_t interval_ms, bool verbose);
+/* Whether a known segment belongs to this cgroup. */
+bool ta_agent_segments_has(const struct ta_agent_segments *set, uint64_t cgroup_id);
 void ta_agent_segments_free(struct ta_agent_segments *set);
 
 #endif /* TA_AGENT_H */

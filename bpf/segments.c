@@ -49,10 +49,13 @@ struct segment {
 	unsigned ntiers;
 	uint64_t nodes[TA_SHM_MAX_TIERS];
 	uint32_t tiers_off, tier_size, slots_off, slot_size, max_slots, agent_off;
-	/* What the agent wrote last. */
+	/* What the agent wrote last (any write: for the alarm), and at its last periodic write
+	 * (for the rates, which an alert's write in between would make noisy). */
 	bool have_prev;
 	uint64_t prev[TA_SHM_MAX_TIERS][TA_AGENT_NKINDS];
-	uint64_t prev_ns;
+	uint64_t rate_base[TA_SHM_MAX_TIERS][TA_AGENT_NKINDS];
+	uint64_t rate_base_ns;
+	uint64_t rate[TA_SHM_MAX_TIERS][TA_AGENT_NKINDS];
 	uint64_t seq, alarm;
 };
 
@@ -276,7 +279,7 @@ static void wake_workers(struct segment *s)
 
 static bool publish(struct ta_agent_segments *set, struct segment *s,
 		    const struct ta_agent_count *counts, size_t n, uint32_t flags,
-		    uint32_t interval_ms)
+		    uint32_t interval_ms, bool periodic)
 {
 	uint64_t now[TA_SHM_MAX_TIERS][TA_AGENT_NKINDS] = { { 0 } };
 	if (s->cgroup_id != 0)
@@ -289,28 +292,32 @@ static bool publish(struct ta_agent_segments *set, struct segment *s,
 	    pread(s->fd, tiers, tiers_len, s->tiers_off) != (ssize_t)tiers_len)
 		return false;
 	uint64_t now_ns = realtime_ns();
-	double dt = s->have_prev ? (double)(now_ns - s->prev_ns) / 1e9 : 0;
+	double dt = s->have_prev ? (double)(now_ns - s->rate_base_ns) / 1e9 : 0;
 	struct ta_shm_agent block;
 	memset(&block, 0, sizeof(block));
 	bool alarm = false;
 	long page = sysconf(_SC_PAGESIZE);
 	for (unsigned t = 0; t < s->ntiers; t++) {
-		uint64_t rate[TA_AGENT_NKINDS] = { 0 }, delta[TA_AGENT_NKINDS] = { 0 };
-		for (unsigned k = 0; k < TA_AGENT_NKINDS && s->have_prev; k++) {
-			delta[k] = now[t][k] >= s->prev[t][k] ? now[t][k] - s->prev[t][k] : 0;
-			rate[k] = dt > 0 ? (uint64_t)((double)delta[k] / dt + 0.5) : 0;
+		uint64_t promoted = 0;
+		if (s->have_prev && now[t][TA_AGENT_PROMOTED] > s->prev[t][TA_AGENT_PROMOTED])
+			promoted = now[t][TA_AGENT_PROMOTED] - s->prev[t][TA_AGENT_PROMOTED];
+		for (unsigned k = 0; k < TA_AGENT_NKINDS && periodic; k++) {
+			uint64_t d = s->have_prev && now[t][k] >= s->rate_base[t][k]
+					 ? now[t][k] - s->rate_base[t][k]
+					 : 0;
+			s->rate[t][k] = dt > 0 ? (uint64_t)((double)d / dt + 0.5) : 0;
 		}
 		struct ta_shm_tier *r = (void *)(tiers + (size_t)t * s->tier_size);
-		if (ta_agent_alarm(delta[TA_AGENT_PROMOTED] * (uint64_t)page,
-				   atomic_load(&r->observed), atomic_load(&r->limit[TA_LIMIT_HIGH]),
+		if (ta_agent_alarm(promoted * (uint64_t)page, atomic_load(&r->observed),
+				   atomic_load(&r->limit[TA_LIMIT_HIGH]),
 				   atomic_load(&r->gated) != 0))
 			alarm = true;
 		atomic_store(&block.tier[t].promoted, now[t][TA_AGENT_PROMOTED]);
 		atomic_store(&block.tier[t].demoted, now[t][TA_AGENT_DEMOTED]);
 		atomic_store(&block.tier[t].moved, now[t][TA_AGENT_MOVED]);
-		atomic_store(&block.tier[t].promoted_rate, rate[TA_AGENT_PROMOTED]);
-		atomic_store(&block.tier[t].demoted_rate, rate[TA_AGENT_DEMOTED]);
-		atomic_store(&block.tier[t].moved_rate, rate[TA_AGENT_MOVED]);
+		atomic_store(&block.tier[t].promoted_rate, s->rate[t][TA_AGENT_PROMOTED]);
+		atomic_store(&block.tier[t].demoted_rate, s->rate[t][TA_AGENT_DEMOTED]);
+		atomic_store(&block.tier[t].moved_rate, s->rate[t][TA_AGENT_MOVED]);
 	}
 	s->seq++;
 	if (alarm)
@@ -330,28 +337,52 @@ static bool publish(struct ta_agent_segments *set, struct segment *s,
 	    pwrite(s->fd, &block, head, s->agent_off) != (ssize_t)head)
 		return false;
 	memcpy(s->prev, now, sizeof(now));
-	s->prev_ns = now_ns;
+	if (periodic || !s->have_prev) {
+		memcpy(s->rate_base, now, sizeof(now));
+		s->rate_base_ns = now_ns;
+	}
 	s->have_prev = true;
 	if (alarm)
 		wake_workers(s);
 	return true;
 }
 
+static bool wanted(uint64_t cgroup_id, const uint64_t *only, size_t nonly)
+{
+	if (only == NULL)
+		return true;
+	for (size_t i = 0; i < nonly; i++)
+		if (only[i] == cgroup_id)
+			return true;
+	return false;
+}
+
 unsigned ta_agent_segments_publish(struct ta_agent_segments *set,
-				   const struct ta_agent_count *counts, size_t n, uint32_t flags,
+				   const struct ta_agent_count *counts, size_t n,
+				   const uint64_t *only, size_t nonly, uint32_t flags,
 				   uint32_t interval_ms, bool verbose)
 {
 	unsigned written = 0;
 	for (struct segment *s = set->list; s != NULL; s = s->next) {
 		uint64_t alarms = s->alarm;
-		if (!publish(set, s, counts, n, flags, interval_ms))
+		if (!wanted(s->cgroup_id, only, nonly) ||
+		    !publish(set, s, counts, n, flags, interval_ms, only == NULL))
 			continue;
 		written++;
 		if (verbose && s->alarm != alarms)
-			printf("tierallocd: alarm %llu for cgroup %llu\n",
-			       (unsigned long long)s->alarm, (unsigned long long)s->cgroup_id);
+			printf("tierallocd: alarm %llu for cgroup %llu%s\n",
+			       (unsigned long long)s->alarm, (unsigned long long)s->cgroup_id,
+			       only != NULL ? " (alert)" : "");
 	}
 	return written;
+}
+
+bool ta_agent_segments_has(const struct ta_agent_segments *set, uint64_t cgroup_id)
+{
+	for (const struct segment *s = set->list; s != NULL; s = s->next)
+		if (s->cgroup_id == cgroup_id && cgroup_id != 0)
+			return true;
+	return false;
 }
 
 void ta_agent_segments_free(struct ta_agent_segments *set)

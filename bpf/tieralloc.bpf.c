@@ -18,6 +18,9 @@
  * Without the kprobe, the destination is the node of the CPU running the migration: right for NUMA
  * balancing, which migrates on the faulting CPU's node, and recorded as such (flag in the key).
  *
+ * Promotions also raise an alert (ring buffer, at most one per cgroup per TA_BPF_ALERT_NS), so that
+ * the agent can tell the cgroup's workers within milliseconds instead of at its next interval.
+ *
  * The cgroup is the current task's: the task whose pages NUMA balancing moves, the caller of
  * mbind or move_pages. Demotion runs in kswapd or in the task that reclaims: kswapd counts under
  * the root cgroup.
@@ -46,6 +49,32 @@ struct {
 	__type(key, __u64); /* pid_tgid */
 	__type(value, __s32);
 } in_flight SEC(".maps");
+
+/* Promotions' alerts to the agent: the cgroup id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16384);
+} alerts SEC(".maps");
+
+/* When each cgroup's last alert went out (bpf_ktime_get_ns). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u64);
+} alerted SEC(".maps");
+
+/* NUMA balancing migrates one page or folio per fault: one alert per event would wake the
+ * agent thousands of times a second. */
+static __always_inline void alert(__u64 cgroup_id)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 *last = bpf_map_lookup_elem(&alerted, &cgroup_id);
+	if (last != NULL && now - *last < TA_BPF_ALERT_NS)
+		return;
+	bpf_map_update_elem(&alerted, &cgroup_id, &now, BPF_ANY);
+	bpf_ringbuf_output(&alerts, &cgroup_id, sizeof(cgroup_id), 0);
+}
 
 /* The migrate_reason values differ between kernels: resolved at load time. */
 static __always_inline __u32 reason_code(int reason)
@@ -118,5 +147,7 @@ int on_migrate_pages(struct trace_event_raw_mm_migrate_pages *ctx)
 		if (count != NULL)
 			__sync_fetch_and_add(count, pages);
 	}
+	if (key.reason == TA_BPF_PROMOTE)
+		alert(key.cgroup_id);
 	return 0;
 }

@@ -9,6 +9,7 @@
 
 #define TA_BPF_MAX_KEYS	 16384
 #define TA_BPF_MAX_NODES 1024
+#define TA_BPF_ALERT_NS	 10000000ull /* at most one promotion alert per cgroup per 10 ms */
 
 /* Why pages moved (the kernel's enum migrate_reason, reduced to what tieralloc tells apart). */
 enum ta_bpf_reason {

@@ -129,6 +129,34 @@ static void print_prog_stats(struct tieralloc_bpf *skel)
 	}
 }
 
+/* Cgroups whose promotions alerted during one wait (the ring buffer's callback). */
+struct alerted {
+	uint64_t ids[64];
+	size_t n;
+};
+
+static int on_alert(void *ctx, void *data, size_t size)
+{
+	struct alerted *a = ctx;
+	uint64_t id;
+	if (size < sizeof(id))
+		return 0;
+	memcpy(&id, data, sizeof(id));
+	for (size_t i = 0; i < a->n; i++)
+		if (a->ids[i] == id)
+			return 0;
+	if (a->n < sizeof(a->ids) / sizeof(a->ids[0]))
+		a->ids[a->n++] = id;
+	return 0;
+}
+
+static uint64_t monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -221,20 +249,48 @@ int main(int argc, char **argv)
 		tieralloc_bpf__destroy(skel);
 		return 1;
 	}
-	struct timespec pause = { (time_t)interval,
-				  (long)((interval - (double)(time_t)interval) * 1e9) };
+	struct alerted alerted = { .n = 0 };
+	struct ring_buffer *alerts =
+	    ring_buffer__new(bpf_map__fd(skel->maps.alerts), on_alert, &alerted, NULL);
+	if (alerts == NULL)
+		fprintf(stderr,
+			"tierallocd: no promotion alerts (%s): the workers learn of "
+			"promotions at each interval only\n",
+			strerror(errno));
 	/* New segments are looked for every 2 s or so: a scan walks /proc. */
 	unsigned rescan_every = interval >= 2 ? 1 : (unsigned)(2 / interval);
 	uint32_t flags = exact ? TA_SHM_AGENT_EXACT_NODES : 0;
+	uint32_t interval_ms = (uint32_t)(interval * 1000 + 0.5);
 	for (unsigned round = 0; !stop; round++) {
 		if (round % rescan_every == 0)
 			ta_agent_segments_rescan(segments, print);
-		/* Interrupted by a signal: stop at once. */
-		if (nanosleep(&pause, NULL) != 0 && stop)
+		/* Wait for the interval, serving promotion alerts meanwhile: the cgroups they
+		 * name get their counts, and perhaps an alarm, at once. */
+		uint64_t deadline = monotonic_ms() + interval_ms;
+		for (uint64_t now = monotonic_ms(); !stop && now < deadline; now = monotonic_ms()) {
+			if (alerts == NULL) {
+				struct timespec pause = { (time_t)((deadline - now) / 1000),
+							  (long)((deadline - now) % 1000) *
+							      1000000 };
+				nanosleep(&pause, NULL);
+				continue;
+			}
+			alerted.n = 0;
+			ring_buffer__poll(alerts, (int)(deadline - now));
+			size_t mine = 0;
+			for (size_t i = 0; i < alerted.n; i++)
+				if (ta_agent_segments_has(segments, alerted.ids[i]))
+					alerted.ids[mine++] = alerted.ids[i];
+			if (mine == 0)
+				continue;
+			size_t n = read_counts(skel, counts);
+			ta_agent_segments_publish(segments, counts, n, alerted.ids, mine, flags,
+						  interval_ms, print);
+		}
+		if (stop)
 			break;
 		size_t n = read_counts(skel, counts);
-		ta_agent_segments_publish(segments, counts, n, flags,
-					  (uint32_t)(interval * 1000 + 0.5), print);
+		ta_agent_segments_publish(segments, counts, n, NULL, 0, flags, interval_ms, print);
 		if (print)
 			print_counts(counts, n);
 		if (stats)
@@ -243,6 +299,7 @@ int main(int argc, char **argv)
 		if (once)
 			break;
 	}
+	ring_buffer__free(alerts);
 	tieralloc_bpf__destroy(skel);
 	ta_agent_segments_free(segments);
 	free(counts);

@@ -203,7 +203,8 @@ static void test_publish(void)
 		{ CG, 1, TA_BPF_MOVE_PAGES, TA_BPF_NODE_EXACT, 20 },
 	};
 	test_context("publish: the two valid minor-2 segments, nothing else");
-	expect_eq(ta_agent_segments_publish(set, counts, 2, TA_SHM_AGENT_EXACT_NODES, 250, false),
+	expect_eq(ta_agent_segments_publish(set, counts, 2, NULL, 0, TA_SHM_AGENT_EXACT_NODES, 250,
+					    false),
 		  2);
 
 	static _Alignas(64) unsigned char buf[TA_SHM_SEG_SIZE];
@@ -253,7 +254,7 @@ static void test_publish(void)
 	test_context("publish: promotions into a tier with room raise no alarm");
 	counts[0].pages = 20;
 	atomic_store(&tier0->observed, 100 * MiB);
-	ta_agent_segments_publish(set, counts, 2, 0, 250, false);
+	ta_agent_segments_publish(set, counts, 2, NULL, 0, 0, 250, false);
 	expect_eq(atomic_load(&agent_of(map)->alarm), 0);
 	expect_eq(atomic_load(&agent_of(map)->tier[0].promoted), 20);
 	expect_ne(atomic_load(&agent_of(map)->tier[0].promoted_rate), 0);
@@ -261,7 +262,7 @@ static void test_publish(void)
 	test_context("publish: promotions into a tier at its share: alarm, and the worker wakes");
 	counts[0].pages = 30;
 	atomic_store(&tier0->observed, 250 * MiB);
-	ta_agent_segments_publish(set, counts, 2, 0, 250, false);
+	ta_agent_segments_publish(set, counts, 2, NULL, 0, 0, 250, false);
 	expect_eq(atomic_load(&agent_of(map)->alarm), 1);
 	pthread_join(thread, NULL);
 	expect_eq(sleeper.rc, 0);
@@ -270,20 +271,31 @@ static void test_publish(void)
 	expect_eq(atomic_load(&agent_of(map)->alarm_taken), 77);
 
 	test_context("publish: no new promotion, no new alarm");
-	ta_agent_segments_publish(set, counts, 2, 0, 250, false);
+	ta_agent_segments_publish(set, counts, 2, NULL, 0, 0, 250, false);
 	expect_eq(atomic_load(&agent_of(map)->alarm), 1);
+	uint64_t rate = atomic_load(&agent_of(map)->tier[0].promoted_rate);
+
+	test_context("alert: only the alerted cgroup's segments, the rates left alone");
+	const uint64_t only[] = { CG };
+	counts[0].pages = 35;
+	expect_eq(ta_agent_segments_publish(set, counts, 2, only, 1, 0, 250, false), 1);
+	expect_eq(atomic_load(&agent_of(map)->alarm), 2);
+	expect_eq(atomic_load(&agent_of(map)->tier[0].promoted), 35);
+	expect_eq(atomic_load(&agent_of(map)->tier[0].promoted_rate), rate);
+	expect_true(ta_agent_segments_has(set, CG));
+	expect_true(!ta_agent_segments_has(set, 0));
 	munmap(map, TA_SHM_SEG_SIZE);
 
 	test_context("publish: a segment truncated under the agent does not kill it");
 	if (truncate(path, 100) != 0)
 		test_hard("truncate");
 	counts[0].pages = 40;
-	ta_agent_segments_publish(set, counts, 2, 0, 250, false);
+	ta_agent_segments_publish(set, counts, 2, NULL, 0, 0, 250, false);
 
 	test_context("rescan: removed segments are dropped");
 	unlink(path);
 	ta_agent_segments_rescan(set, false);
-	expect_eq(ta_agent_segments_publish(set, counts, 2, 0, 250, false), 1);
+	expect_eq(ta_agent_segments_publish(set, counts, 2, NULL, 0, 0, 250, false), 1);
 	ta_agent_segments_free(set);
 
 	const char *names[] = { "tieralloc-v1host", "tieralloc-minor1", "tieralloc-badmagic",
