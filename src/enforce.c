@@ -8,9 +8,10 @@
  *   numa_stat (cgroup v1, no cgroup) the allocator's charges stand in for the truth.
  * - Plan (ta_enforce_plan, pure): a tier over its high share (never counting below its low/min
  *   floor) sheds the excess into lower tiers with headroom under their high share, the rest to
- *   memory.reclaim; so does the cgroup's total over memory.high. Each process takes the part of
- *   the excess proportional to its charge in the tier, so that two processes do not both demote
- *   the whole of it.
+ *   memory.reclaim; so does the cgroup's total over memory.high. While the agent sees the kernel
+ *   promote into a tier whose gate is shut, the tier sheds down to where the gate shut instead.
+ * Each process takes the part of the excess proportional to its charge in the tier, so that two
+ * processes do not both demote the whole of it.
  * - Act: demote (demote.c), write memory.reclaim, gate promotions (gate.c). Each process acts
  *   once per reading.
  * - The agent's alarm (tierallocd saw the kernel promote into a tier at its share) skips the
@@ -43,20 +44,26 @@ void ta_enforce_plan(const struct ta_enforce_in *in, struct ta_enforce_plan *out
 {
 	memset(out, 0, sizeof(*out));
 	unsigned n = in->ntiers < TA_MAX_TIERS ? in->ntiers : TA_MAX_TIERS;
-	uint64_t room[TA_MAX_TIERS];
+	uint64_t room[TA_MAX_TIERS], close_at[TA_MAX_TIERS];
 	for (unsigned t = 0; t < n; t++) {
 		uint64_t high = in->limit[t][TA_LIMIT_HIGH];
 		room[t] = in->observed[t] < high ? high - in->observed[t] : 0;
 		uint64_t margin = ta_shm_gate_margin(high);
-		uint64_t close_at = high - margin / 2, open_below = high - margin;
+		uint64_t open_below = high - margin;
+		close_at[t] = high - margin / 2;
 		out->gate[t] =
-		    in->gated[t] ? in->observed[t] >= open_below : in->observed[t] >= close_at;
+		    in->gated[t] ? in->observed[t] >= open_below : in->observed[t] >= close_at[t];
 	}
 	uint64_t cg_reclaim = 0, cg_total = 0, my_total = 0;
 	for (unsigned t = 0; t < n; t++) {
 		cg_total += in->cg_charged[t];
 		my_total += in->my_charged[t];
 		uint64_t target = in->limit[t][TA_LIMIT_HIGH];
+		/* The kernel promotes into a shut tier what the gate cannot hold back (memory
+		 * tieralloc does not place): demote down to where the gate shut, so that the
+		 * promotions still under way land below the share instead of over it. */
+		if (in->promoting[t] && out->gate[t] && target != UINT64_MAX)
+			target = close_at[t];
 		/* seed 000: low and min are tier-aware too; demotion stops at them. */
 		if (in->limit[t][TA_LIMIT_LOW] > target)
 			target = in->limit[t][TA_LIMIT_LOW];
@@ -171,6 +178,23 @@ static void reclaim(uint64_t bytes, unsigned tier)
 	atomic_fetch_add(&ta_shm.tiers[tier].reclaims, 1);
 }
 
+/* Which tiers the agent saw the kernel promote into since this process's last pass. The counts
+ * start again from zero when the agent restarts (started_ns). */
+static void promotions_since_last_pass(bool promoting[TA_MAX_TIERS])
+{
+	static uint64_t seen[TA_MAX_TIERS], seen_start;
+	struct ta_shm_agent *agent = ta_shm.agent;
+	if (agent == NULL)
+		return;
+	uint64_t start = atomic_load(&agent->started_ns);
+	for (unsigned t = 0; t < ta_ntiers; t++) {
+		uint64_t promoted = atomic_load(&agent->tier[t].promoted);
+		promoting[t] = start == seen_start && promoted > seen[t];
+		seen[t] = promoted;
+	}
+	seen_start = start;
+}
+
 static void gather(struct ta_enforce_in *in)
 {
 	memset(in, 0, sizeof(*in));
@@ -185,6 +209,7 @@ static void gather(struct ta_enforce_in *in)
 		in->gated[t] = atomic_load(&r->gated) != 0;
 		in->my_charged[t] = atomic_load(&ta_shm.mine->charged[t]);
 	}
+	promotions_since_last_pass(in->promoting);
 	in->current = UINT64_MAX;
 	in->cg_high = UINT64_MAX;
 	uint64_t cur, lim[TA_NLIMITS];

@@ -454,7 +454,9 @@ struct ta_enforce_in {
 	uint64_t my_charged[TA_MAX_TIERS]; /* this process's */
 	uint64_t current;		   /* memory.current, UINT64_MAX: unknown */
 	bool gated[TA_MAX_TIERS];	   /* the gate of the last pass (hysteresis) */
-	uint64_t cg_high;		   /* min(memory.high, memory.max), UINT64_MAX: none */
+	/* The agent saw the kernel promote into the tier since the last pass. */
+	bool promoting[TA_MAX_TIERS];
+	uint64_t cg_high; /* min(memory.high, memory.max), UINT64_MAX: none */
 };
 struct ta_enforce_plan {
 	uint64_t demote[TA_MAX_TIERS][TA_MAX_TIERS]; /* this process's bytes from a to b */

@@ -136,6 +136,28 @@ static void test_plan(void)
 	expect_true(!p.gate[0]);
 	expect_eq(ta_shm_gate_margin(4 * MiB), 4 * MiB);
 	expect_eq(ta_shm_gate_margin(1ull << 40), (1ull << 40) / 8);
+
+	test_context("promotions into a shut tier: demote down to where the gate shut");
+	two_tiers(&in, high, 512 * MiB);
+	in.observed[0] = high - margin / 4;
+	in.cg_charged[0] = in.my_charged[0] = 100 * MiB;
+	in.gated[0] = true;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], 0);
+	in.promoting[0] = true;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], margin / 4);
+	test_context("promotions into an open tier are welcome");
+	in.gated[0] = false;
+	in.observed[0] = high - margin / 2 - 1;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], 0);
+	test_context("promotions into a shut tier: never below its low share");
+	in.gated[0] = true;
+	in.observed[0] = high - margin / 4;
+	in.limit[0][TA_LIMIT_LOW] = high - margin * 3 / 8;
+	ta_enforce_plan(&in, &p);
+	expect_eq(p.demote[0][1], margin / 8);
 }
 
 /* ---- demotion on a real heap ---- */
