@@ -11,13 +11,27 @@
 #                     has none.
 #   agent.demotion    tieralloc's own demotion (enforce_work, memory.max dropped) is counted as
 #                     move_pages into node 1 for its cgroup, not as promotions.
+#   agent.quota       X's tier 0 at its share: enforce_work holds 320M under tieralloc in a
+#                     cgroup with memory.max 512M (tier 0 full, the rest on node 1, the gate
+#                     shut), and promote_work, in the same cgroup but not under tieralloc, has
+#                     64 MiB on node 1 that NUMA balancing promotes (nothing binds it). The agent
+#                     writes the promotions into X's segment (within 10% of what move_pages sees
+#                     moved) and raises alarms, which enforce_work's worker takes; it demotes its
+#                     own memory for what was promoted, down to where the gate shut, so that
+#                     node 0 stays within the share: under it once settled, and at the worst
+#                     moment over it by less than the gate's margin (an eighth of the share,
+#                     at least 8 MiB; promotions land before anything can react). The same run
+#                     with the agent stopped is reported for comparison.
 B=$1
 AGENT=$B/bpf/tierallocd
 PROMOTE=$B/tests/guest/promote_work
 PRELOAD=$B/preload/.libs/libtieralloc-preload.so
 WORK=$B/tests/guest/enforce_work
+PEEK=$B/tests/quota/shm_peek
+STAT=$B/tools/tieralloc-stat
 W=/tmp/agent
 M=1048576
+CONVERGE_S=20
 failed=0
 # shellcheck source=tests/guest/lib.sh
 . "$2/tests/guest/lib.sh"
@@ -118,6 +132,82 @@ elif [ "$promos" -gt $((moves / 10)) ]; then
 	fail agent.demotion "counted as promotions: $promos"
 else
 	pass agent.demotion
+fi
+
+# ------------------------------------------------------------- agent.quota
+# quota_run NAME: one run of the scenario; sets share, hi (node 0's largest while promote_work
+# ran), after (node 0 once settled), moved (pages promote_work saw promoted), promoted, alarm,
+# taken (from the segment) and demoted (bytes tieralloc demoted meanwhile).
+quota_run() {
+	cg_new ta-q-$1 512M
+	qcg=$cg
+	if ! work_start "$1" 4 "$qcg" 320M 64K 0; then
+		return 1
+	fi
+	seg=$(seg_of "$qcg")
+	share=$(share0 "$seg" $((512 * M)))
+	margin=$((share / 8 > 8 * M ? share / 8 : 8 * M))
+	settle_n0 "$qcg" "$share"
+	sleep 1
+	d0=$(peek_tier "$seg" 0 demoted)
+	(echo 0 >"$qcg/cgroup.procs" && exec "$PROMOTE" 64 5) >"$W/q-$1.out" 2>&1 &
+	qp=$!
+	hi=0
+	while kill -0 $qp 2>/dev/null; do
+		v=$(n0 "$qcg")
+		[ "$v" -gt "$hi" ] && hi=$v
+		sleep 0.1
+	done
+	wait $qp
+	settle_n0 "$qcg" "$share"
+	after=$(n0 "$qcg")
+	moved=$(kv "$(cat "$W/q-$1.out")" node0)
+	line=$("$PEEK" "$seg" | grep '^agent ')
+	alarm=$(kv "$line" alarm)
+	taken=$(kv "$line" alarm_taken)
+	promoted=$(kv "$("$PEEK" "$seg" | grep '^agent_tier=0 ')" promoted)
+	demoted=$(($(peek_tier "$seg" 0 demoted) - d0))
+	"$STAT" --name "/$seg" | sed -n '/^kernel migrations/,$p' | sed 's/^/   /'
+	work_cmd "$1" verify
+	verify=$REPLY
+	work_quit "$1"
+	rmdir "$qcg" 2>/dev/null
+	return 0
+}
+
+if ! quota_run qa; then
+	fail agent.quota "the workload did not start"
+else
+	echo "   with the agent: tier-0 share $(mib "$share"); promote_work had $moved pages" \
+		"promoted, the segment says $promoted; alarms $alarm (taken $taken); tieralloc" \
+		"demoted $(mib "$demoted"); node 0 at most $(mib "$hi")" \
+		"($(((hi - share) / 1024)) KiB over the share), $(mib "$after") after"
+	if [ -z "$moved" ] || [ "$moved" -lt 1024 ]; then
+		fail agent.quota "NUMA balancing promoted too little to tell ($moved pages)"
+	elif ! within "${promoted:-0}" "$moved" $((moved / 10)); then
+		fail agent.quota "the segment says $promoted pages promoted, move_pages saw $moved"
+	elif [ "${alarm:-0}" -lt 1 ] || [ "$taken" != "$alarm" ]; then
+		fail agent.quota "alarms raised ${alarm:-none}, taken ${taken:-none}"
+	elif [ "$demoted" -le 0 ]; then
+		fail agent.quota "tieralloc demoted nothing for the promoted pages"
+	elif [ "$hi" -gt $((share + margin)) ]; then
+		fail agent.quota "node 0 went $(mib $((hi - share))) over the share, more than" \
+			"the gate's margin ($(mib $margin))"
+	elif [ "$after" -gt "$share" ]; then
+		fail agent.quota "node 0 stayed over the share: $(mib "$after")"
+	elif [ "$(kv "$verify" bad)" != 0 ]; then
+		fail agent.quota "contents changed: $verify"
+	else
+		pass agent.quota
+	fi
+	# For comparison, not judged: the same with the agent stopped (its counts go stale, no
+	# alarms; the workers read the cgroup every 200 ms on their own).
+	kill -STOP $agent
+	if quota_run qb; then
+		echo "   agent stopped: node 0 at most $(mib "$hi") ($(((hi - share) / 1024)) KiB" \
+			"over the share), $(mib "$after") after; tieralloc demoted $(mib "$demoted")"
+	fi
+	kill -CONT $agent
 fi
 
 # Its cost: the programs' time per event (BPF stats) and the agent's CPU time.

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-# Helpers of the guest test scripts (quota.sh, enforce.sh), sourced by busybox sh. They use
-# $failed, $M and, for peek_tier, $PEEK from the sourcing script.
+# Helpers of the guest test scripts (quota.sh, enforce.sh, agent.sh), sourced by busybox sh. They
+# use $failed, $M and, for peek_tier, $PEEK from the sourcing script; the enforce_work helpers
+# (work_*) $W, $PRELOAD and $WORK, settle_n0 $CONVERGE_S.
 
 pass() { echo "PASS $1"; }
 fail() {
@@ -35,3 +36,75 @@ peek_tier() { kv "$("$PEEK" "$1" | grep "^tier=$2 ")" "$3"; }
 
 # within A B TOL: |A - B| <= TOL
 within() { [ $(($1 > $2 ? $1 - $2 : $2 - $1)) -le "$3" ]; }
+
+now_cs() { sed 's/^\([0-9]*\)\.\([0-9]*\).*/\1\2/' /proc/uptime; }
+# n0 CGROUP: the cgroup's bytes on node 0 (anon + file), as tieralloc's observation counts.
+n0() {
+	awk '/^(anon|file) /{for(i=2;i<=NF;i++) if ($i ~ /^N0=/) {sub("N0=","",$i); s+=$i}}
+	     END {print s+0}' "$1/memory.numa_stat"
+}
+# share0 SEG BYTES: tier 0's share of a cgroup-wide limit, from the segment's share_ppm.
+share0() { echo $(($2 * $(peek_tier "$1" 0 share_ppm) / 1000000)); }
+
+# work_start NAME FD CGROUP TOTAL BLOCK HOT [VAR=value...]: enforce_work in CGROUP under the
+# preload, its commands through a FIFO held open on FD (3..9), replies in $W/NAME.out; waits for
+# "ready".
+work_start() {
+	name=$1
+	fd=$2
+	cgdir=$3
+	total=$4
+	block=$5
+	hot=$6
+	shift 6
+	rm -f "$W/$name.in"
+	mkfifo "$W/$name.in"
+	: >"$W/$name.out"
+	eval "exec $fd<>$W/$name.in"
+	(echo 0 >"$cgdir/cgroup.procs" && exec env "$@" LD_PRELOAD="$PRELOAD" "$WORK" \
+		"$total" "$block" "$hot" <"$W/$name.in" >"$W/$name.out" 2>"$W/$name.err") &
+	eval "pid_$name=\$!; fd_$name=$fd; n_$name=1"
+	work_wait "$name"
+}
+
+# work_wait NAME: its next reply line, in $REPLY (a guard of 300 s against a hung program).
+# shellcheck disable=SC2154 # n_ and pid_ are set through eval
+work_wait() {
+	eval "n=\$n_$1; pid=\$pid_$1"
+	tries=0
+	while [ "$(wc -l <"$W/$1.out")" -lt "$n" ]; do
+		if ! kill -0 "$pid" 2>/dev/null || [ $tries -ge 3000 ]; then
+			REPLY=
+			echo "enforce_work $1: no reply; stderr: $(cat "$W/$1.err")"
+			return 1
+		fi
+		sleep 0.1
+		tries=$((tries + 1))
+	done
+	REPLY=$(sed -n "${n}p" "$W/$1.out")
+}
+
+# work_cmd NAME CMD
+work_cmd() {
+	eval "fd=\$fd_$1; n_$1=\$((n_$1 + 1))"
+	echo "$2" >&"$fd"
+	work_wait "$1"
+}
+
+work_quit() {
+	eval "fd=\$fd_$1; pid=\$pid_$1"
+	echo quit >&"$fd"
+	wait "$pid"
+	eval "exec $fd>&-"
+}
+
+# pct PART WHOLE: PART as a percentage of WHOLE, one decimal.
+pct() { awk -v p="$1" -v w="$2" 'BEGIN { printf "%.1f", w ? 100 * p / w : 0 }'; }
+
+# settle_n0 CGROUP TARGET: wait (up to CONVERGE_S) for node 0 to be within TARGET.
+settle_n0() {
+	end=$(($(now_cs) + CONVERGE_S * 100))
+	while [ "$(n0 "$1")" -gt "$2" ] && [ "$(now_cs)" -lt $end ]; do
+		sleep 0.1
+	done
+}

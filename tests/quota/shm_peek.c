@@ -151,6 +151,22 @@ int main(int argc, char **argv)
 			       LOAD(r->reclaims), LOAD(r->gated));
 		printf("\n");
 	}
+	/* ABI minor 2: what the agent wrote. */
+	if (h->abi_minor >= 2 && h->agent_off != 0 && h->agent_off % 8 == 0 &&
+	    h->agent_size >= sizeof(struct ta_shm_agent) &&
+	    (uint64_t)h->agent_off + h->agent_size <= size) {
+		struct ta_shm_agent *a = (struct ta_shm_agent *)((char *)m + h->agent_off);
+		printf("agent written_ns=%" PRIu64 " seq=%" PRIu64 " alarm=%" PRIu64
+		       " alarm_taken=%" PRIu64 " pid=%" PRIu32 " flags=%" PRIu32
+		       " interval_ms=%" PRIu32 "\n",
+		       LOAD(a->written_ns), LOAD(a->seq), LOAD(a->alarm), LOAD(a->alarm_taken),
+		       LOAD(a->pid), LOAD(a->flags), LOAD(a->interval_ms));
+		for (unsigned t = 0; t < ntiers; t++)
+			printf("agent_tier=%u promoted=%" PRIu64 " demoted=%" PRIu64
+			       " moved=%" PRIu64 " promoted_rate=%" PRIu64 "\n",
+			       t, LOAD(a->tier[t].promoted), LOAD(a->tier[t].demoted),
+			       LOAD(a->tier[t].moved), LOAD(a->tier[t].promoted_rate));
+	}
 	munmap(m, size);
 	return 0;
 }
