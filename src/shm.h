@@ -27,7 +27,7 @@ extern struct ta_shm ta_shm;
 /* ---- shm.c ---- */
 /* Check a mapped segment's header against its size: 0, or -EINVAL with a reason. */
 int ta_shm_validate(const void *seg, size_t size, const char **why);
-/* A validated segment's agent block, or NULL when it has none (made before minor 2) or a bad one. */
+/* A validated segment's agent block; NULL when it has none (made before minor 2) or a bad one. */
 struct ta_shm_agent *ta_shm_agent_block(const struct ta_shm_header *h, size_t size);
 /* "/tieralloc-v1-<cgroup key>-t<tiers fingerprint>", or the override. */
 void ta_shm_name(const struct ta_cgroup *cg, const struct ta_topology *topo, const char *override,
