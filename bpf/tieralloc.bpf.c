@@ -21,9 +21,10 @@
  * Promotions also raise an alert (ring buffer, at most one per cgroup per TA_BPF_ALERT_NS), so that
  * the agent can tell the cgroup's workers within milliseconds instead of at its next interval.
  *
- * The cgroup is the current task's: the task whose pages NUMA balancing moves, the caller of
- * mbind or move_pages. Demotion runs in kswapd or in the task that reclaims: kswapd counts under
- * the root cgroup.
+ * The cgroup: with the kprobe, the memory cgroup the pages are charged to (what memory.numa_stat
+ * and the quotas count), so that a demotion by kswapd counts for the cgroup whose pages moved.
+ * Without it, the current task's: the task whose pages NUMA balancing moves, the caller of mbind
+ * or move_pages; kswapd's demotions then count under the root cgroup.
  */
 #include "vmlinux.h"
 
@@ -42,13 +43,41 @@ struct {
 	__type(value, __u64);
 } migrations SEC(".maps");
 
-/* The destination of the migrate_pages() call a task is in (kprobe -> tracepoint). */
+/* What the kprobe learnt of the migrate_pages() call a task is in, for the tracepoint. */
+struct in_flight_call {
+	__u64 cgroup_id; /* the pages' memory cgroup (v2 id), 0: unknown */
+	__s32 node;	 /* destination, -1: unknown */
+	__u32 pad;
+};
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u64); /* pid_tgid */
-	__type(value, __s32);
+	__type(value, struct in_flight_call);
 } in_flight SEC(".maps");
+
+/* The cgroup v2 id of the memory cgroup the first page of the list is charged to, 0 if unknown.
+ * One call migrates pages of one cgroup in the cases that matter: reclaim demotes from one
+ * cgroup's LRU at a time, NUMA balancing moves one page, move_pages(2) one process's pages. */
+static __always_inline __u64 pages_cgroup(struct list_head *from)
+{
+	if (!bpf_core_field_exists(struct page, memcg_data))
+		return 0;
+	struct list_head *first = BPF_CORE_READ(from, next);
+	if (first == NULL || first == from)
+		return 0;
+	struct page *page = (void *)((char *)first - bpf_core_field_offset(struct page, lru));
+	unsigned long memcg_data = BPF_CORE_READ(page, memcg_data);
+	/* Low bits are flags; MEMCG_DATA_OBJCGS (1) marks slab pages, which hold no memcg. */
+	if (memcg_data == 0 || (memcg_data & 1))
+		return 0;
+	struct mem_cgroup *memcg = (void *)(memcg_data & ~3ul);
+	struct cgroup *cgrp = BPF_CORE_READ(memcg, css.cgroup);
+	/* Only the v2 hierarchy (id 0) has the ids the segments carry. */
+	if (cgrp == NULL || BPF_CORE_READ(cgrp, root, hierarchy_id) != 0)
+		return 0;
+	return BPF_CORE_READ(cgrp, kn, id);
+}
 
 /* Promotions' alerts to the agent: the cgroup id. */
 struct {
@@ -101,20 +130,20 @@ int BPF_KPROBE(migrate_enter, struct list_head *from, void *get_new, void *put_n
 	/* The sixth argument: libbpf 1.1's BPF_KPROBE names five; x86-64 passes it in r9. */
 	int reason = (int)ctx->r9;
 	__u64 id = bpf_get_current_pid_tgid();
-	__s32 node = -1;
+	struct in_flight_call call = { .cgroup_id = pages_cgroup(from), .node = -1 };
 	__u32 code = reason_code(reason);
 	if (code == TA_BPF_PROMOTE) {
-		node = (__s32) private;
+		call.node = (__s32) private;
 	} else if (code == TA_BPF_MOVE_PAGES || code == TA_BPF_DEMOTE) {
 		/* A node number before Linux 6.2's demotion change, a pointer after. */
 		if (private < TA_BPF_MAX_NODES) {
-			node = (__s32) private;
+			call.node = (__s32) private;
 		} else {
 			struct migration_target_control *mtc = (void *)private;
-			node = BPF_CORE_READ(mtc, nid);
+			call.node = BPF_CORE_READ(mtc, nid);
 		}
 	}
-	bpf_map_update_elem(&in_flight, &id, &node, BPF_ANY);
+	bpf_map_update_elem(&in_flight, &id, &call, BPF_ANY);
 	return 0;
 }
 
@@ -128,10 +157,12 @@ int on_migrate_pages(struct trace_event_raw_mm_migrate_pages *ctx)
 	key.cgroup_id = bpf_get_current_cgroup_id();
 	key.reason = (__u16)reason_code(BPF_CORE_READ(ctx, reason));
 	__u64 id = bpf_get_current_pid_tgid();
-	__s32 *node = bpf_map_lookup_elem(&in_flight, &id);
-	if (node != NULL) {
-		key.node = *node;
+	struct in_flight_call *call = bpf_map_lookup_elem(&in_flight, &id);
+	if (call != NULL) {
+		key.node = call->node;
 		key.flags = TA_BPF_NODE_EXACT;
+		if (call->cgroup_id != 0)
+			key.cgroup_id = call->cgroup_id;
 		/* The tracepoint ends the call: the next one of this task stores its own. */
 		bpf_map_delete_elem(&in_flight, &id);
 	} else {

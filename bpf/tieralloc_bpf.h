@@ -23,15 +23,17 @@ enum ta_bpf_reason {
 
 /* How the destination node was found. */
 enum ta_bpf_node_flags {
-	TA_BPF_NODE_EXACT = 1,	/* from migrate_pages()'s arguments (fentry); -1: not given */
+	TA_BPF_NODE_EXACT = 1,	/* from migrate_pages()'s arguments (kprobe); -1: not given */
 	TA_BPF_NODE_OF_CPU = 2, /* the node of the CPU that ran the migration (no fentry) */
 };
 
 struct ta_bpf_key {
-	__u64 cgroup_id; /* bpf_get_current_cgroup_id(): a cgroup v2 directory's inode */
-	__s32 node;	 /* destination NUMA node, -1 unknown */
-	__u16 reason;	 /* enum ta_bpf_reason */
-	__u16 flags;	 /* enum ta_bpf_node_flags */
+	/* A cgroup v2 directory's inode: the pages' memory cgroup where the kprobe could read it,
+	 * else bpf_get_current_cgroup_id(). */
+	__u64 cgroup_id;
+	__s32 node;   /* destination NUMA node, -1 unknown */
+	__u16 reason; /* enum ta_bpf_reason */
+	__u16 flags;  /* enum ta_bpf_node_flags */
 };
 
 #endif /* TIERALLOC_BPF_H */

@@ -2,13 +2,17 @@
 /*
  * The workload of the agent's guest test (tests/guest/agent.sh): pages the kernel will promote.
  *
- *   promote_work MIB SECONDS
+ *   promote_work MIB SECONDS [CGROUP]
  *
  * Maps MIB MiB, binds it to node 1 and writes it (so its pages are first touched there), then
  * drops the binding (MPOL_DEFAULT, nothing moves) and reads one word of every page for SECONDS
  * from this process's CPU, which is on node 0: with kernel.numa_balancing=1, NUMA balancing
  * migrates the pages to node 0. Prints "promote total=T node0=A node1=B": the pages and where
  * move_pages(2) finds them at the end (A is what moved).
+ *
+ * With CGROUP (a cgroup v2 directory), it moves itself there after writing the pages: their
+ * charges stay with the cgroup it started in (v2 does not move charges), so the promotions are of
+ * that cgroup's pages, made by a task of another one.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,8 +25,8 @@
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s MIB SECONDS\n", argv[0]);
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: %s MIB SECONDS [CGROUP]\n", argv[0]);
 		return 2;
 	}
 	size_t len = (size_t)atoi(argv[1]) << 20;
@@ -39,6 +43,15 @@ int main(int argc, char **argv)
 	if (syscall(SYS_mbind, p, len, 0 /* MPOL_DEFAULT */, NULL, 0, 0) != 0) {
 		perror("mbind default");
 		return 1;
+	}
+	if (argc == 4) {
+		char procs[4096];
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", argv[3]);
+		FILE *f = fopen(procs, "w");
+		if (f == NULL || fprintf(f, "0\n") < 0 || fclose(f) != 0) {
+			perror(procs);
+			return 1;
+		}
 	}
 	volatile char sink = 0;
 	time_t end = time(NULL) + seconds;
