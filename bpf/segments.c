@@ -8,8 +8,9 @@
  *
  * The segments belong to their containers' users, and the agent is root, so it trusts nothing in
  * them:
- * - a file is opened without following links and taken only if it is a regular, singly linked
- *   file on tmpfs whose header validates; offsets and sizes are taken once, then bounds-checked;
+ * - a file is looked at without following links (O_PATH), opened only if it is a regular, singly
+ *   linked file on tmpfs, and taken only if its header validates; offsets and sizes are taken
+ *   once, then bounds-checked;
  * - it is read and written with pread/pwrite, never through a mapping: its owner may truncate
  *   it at any time, and a mapped access past the end would kill the agent with SIGBUS. The one
  *   mapping (read-only) only gives the futex words an address, which the kernel resolves;
@@ -115,23 +116,32 @@ static bool take_header(struct segment *s, const char *buf)
 static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, const char *name,
 		     bool verbose)
 {
-	int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
+	/* Look before opening for I/O: opening a device node or FIFO a user put there could block
+	 * or have side effects. The O_PATH descriptor pins the inode; reopening it through /proc
+	 * opens that same inode, whatever the name points to by then. */
+	int path_fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (path_fd < 0)
 		return;
 	struct stat st;
 	struct statfs fs;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
-	    fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC ||
+	if (fstat(path_fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+	    fstatfs(path_fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC ||
 	    st.st_size < (off_t)sizeof(struct ta_shm_header) || st.st_size > MAX_SEGMENT_BYTES) {
-		close(fd);
+		close(path_fd);
 		return;
 	}
 	struct segment *known = find(set, st.st_dev, st.st_ino);
 	if (known != NULL) {
 		known->seen = true;
-		close(fd);
+		close(path_fd);
 		return;
 	}
+	char reopen[64];
+	snprintf(reopen, sizeof(reopen), "/proc/self/fd/%d", path_fd);
+	int fd = open(reopen, O_RDWR | O_CLOEXEC);
+	close(path_fd);
+	if (fd < 0)
+		return;
 	struct segment *s = calloc(1, sizeof(*s));
 	char *buf = malloc((size_t)st.st_size);
 	if (s == NULL || buf == NULL)

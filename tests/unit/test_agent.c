@@ -194,6 +194,10 @@ static void test_publish(void)
 	snprintf(link, sizeof(link), "%s/tieralloc-link", dir);
 	if (symlink(target, link) != 0)
 		test_hard("symlink");
+	char fifo[128];
+	snprintf(fifo, sizeof(fifo), "%s/tieralloc-fifo", dir);
+	if (mkfifo(fifo, 0600) != 0)
+		test_hard("mkfifo");
 
 	const char *dirs[] = { dir, NULL };
 	struct ta_agent_segments *set = ta_agent_segments_new(dirs, false);
@@ -202,7 +206,7 @@ static void test_publish(void)
 		{ CG, 0, TA_BPF_PROMOTE, TA_BPF_NODE_EXACT, 10 },
 		{ CG, 1, TA_BPF_MOVE_PAGES, TA_BPF_NODE_EXACT, 20 },
 	};
-	test_context("publish: the two valid minor-2 segments, nothing else");
+	test_context("publish: the two valid minor-2 segments, nothing else (not a link or FIFO)");
 	expect_eq(ta_agent_segments_publish(set, counts, 2, NULL, 0, TA_SHM_AGENT_EXACT_NODES, 250,
 					    false),
 		  2);
@@ -299,7 +303,7 @@ static void test_publish(void)
 	ta_agent_segments_free(set);
 
 	const char *names[] = { "tieralloc-v1host", "tieralloc-minor1", "tieralloc-badmagic",
-				"other-name", "tieralloc-link" };
+				"other-name",	    "tieralloc-link",	"tieralloc-fifo" };
 	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		unlink(path);
