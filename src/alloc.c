@@ -17,37 +17,10 @@
 #include "internal.h"
 #include "shm.h"
 
-#define TA_LARGE_MAGIC 0x7469657262696721ull /* "tierbig!" */
-
-static inline struct ta_large_hdr *large_hdr(const void *p)
+/* The record of the large object p, if p is one of ours (large.c: no lock, no system call). */
+static inline struct ta_large *large_of(const void *p)
 {
-	return ta_large_hdr_of(p);
-}
-
-/* Is the page holding addr mapped? mincore(2) fails with ENOMEM on an unmapped range. */
-static bool page_mapped(uintptr_t addr)
-{
-	unsigned char vec;
-	uintptr_t page = addr & ~(uintptr_t)4095;
-	return syscall(SYS_mincore, page, 4096UL, &vec) == 0 || errno != ENOMEM;
-}
-
-static bool large_valid(const void *p)
-{
-	/* Our large objects are at least 16-byte aligned and have a header before them. */
-	uintptr_t a = (uintptr_t)p;
-	if ((a & 15) != 0 || a < 4096)
-		return false;
-	/* The header of a page-aligned pointer is on the previous page, which for a pointer that is
-	 * not ours may not be mapped: ask before reading (only aligned large objects pay this). */
-	if ((a & 4095) < sizeof(struct ta_large_hdr)) {
-		int saved_errno = errno;
-		bool mapped = page_mapped(a - sizeof(struct ta_large_hdr));
-		errno = saved_errno;
-		if (!mapped)
-			return false;
-	}
-	return large_hdr(p)->magic == (TA_LARGE_MAGIC ^ a);
+	return ta_large_find(p);
 }
 
 static void log_foreign(const void *p, const char *what)
@@ -268,42 +241,33 @@ __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int 
 	finish_slow(tc);
 }
 
-/* ---- large objects: straight from the tier's kind, a header in front ---- */
-
-/*
- * A plain large object starts 32 bytes into a cache line (16-byte alignment, as glibc gives), so
- * that its 32-byte header shares the line the program touches first and is never on the previous
- * page: telling our pointers from foreign ones then needs no system call (see large_valid).
- * Aligned ones start `align` bytes into a block aligned to `align`.
- */
-#define TA_LARGE_ROOM 96
+/* ---- large objects: straight from the tier's kind, their records apart (large.c) ---- */
 
 static void *large_alloc_in(unsigned t, size_t size, size_t align, bool zero)
 {
 	bool aligned = align > 16;
-	size_t room = aligned ? (align > TA_LARGE_HDR ? align : TA_LARGE_HDR) : TA_LARGE_ROOM;
-	char *raw = ta_backend_alloc(t, size + room, aligned ? room : 16, zero);
-	if (raw == NULL) {
+	/* Every large object must start in a 64 KiB granule of its own (the address table's
+	 * key): a small one with a modest alignment is given a granule's worth. */
+	size_t bytes = size;
+	if (bytes <= TA_SMALL_MAX && align <= TA_PAGE_SIZE)
+		bytes = TA_SMALL_MAX + 1;
+	if (bytes == 0)
+		bytes = 1; /* memkind gives no block for 0 bytes, and 0 must have one of its own */
+	void *user = ta_backend_alloc(t, bytes, aligned ? align : 16, zero);
+	if (user == NULL) {
 		atomic_fetch_add(&ta_arenas[t].backend_failures, 1);
 		return NULL;
 	}
-	char *user = raw + room;
-	if (!aligned)
-		user = (char *)((((uintptr_t)raw + 64) & ~(uintptr_t)63) + 32);
-	struct ta_large_hdr *h = large_hdr(user);
-	h->size = size;
-	h->offset = (uint32_t)(user - raw);
-	h->tier = t;
-	h->aligned = aligned;
-	h->reserved = 0;
-	h->magic = TA_LARGE_MAGIC ^ (uintptr_t)user;
-	ta_large_register(ta_large_link_of(user), t);
+	if (ta_large_register(user, size, t, aligned) == NULL) {
+		ta_backend_free(t, user);
+		return NULL;
+	}
 	return user;
 }
 
 static void *large_alloc(size_t size, size_t align, int want_tier, bool zero)
 {
-	if (size > (size_t)PTRDIFF_MAX - 2 * (align > TA_LARGE_HDR ? align : TA_LARGE_HDR))
+	if (size > (size_t)PTRDIFF_MAX - 2 * align)
 		return NULL;
 	struct ta_tcache *tc = ta_tcache_get();
 	if (tc != NULL)
@@ -350,27 +314,28 @@ static void *large_alloc(size_t size, size_t align, int want_tier, bool zero)
 out:
 	/* Only now: a request that failed (a huge size) must leave no peak behind. */
 	if (p != NULL)
-		ta_arena_note_peak(large_hdr(p)->tier);
+		ta_arena_note_peak(large_of(p)->tier);
 	if (tc != NULL)
 		finish_slow(tc);
 	return p;
 }
 
-void ta_large_destroy(struct ta_large_link *l)
+void ta_large_destroy(struct ta_large *l)
 {
-	void *user = ta_large_user_of(l);
-	struct ta_large_hdr *h = large_hdr(user);
-	unsigned home = h->tier, placed = l->placed;
-	size_t size = h->size;
+	void *user = l->user;
+	unsigned home = l->tier, placed = l->placed;
+	size_t size = l->size;
 	if (l->state & TA_LARGE_REBOUND)
 		ta_restore_range(user, size, home);
-	ta_backend_free(home, (char *)user - h->offset);
+	ta_backend_free(home, user);
+	ta_large_forget(l);
 	ta_arena_uncharge(placed, size);
 	atomic_fetch_sub(&ta_arenas[placed].folded_live, (int64_t)size);
 }
 
-static void large_free(void *p)
+static void large_free(struct ta_large *l)
 {
+	void *p = l->user;
 	struct ta_tcache *tc = ta_tls;
 	if (tc != NULL && tc->in_slow) {
 		void *head = atomic_load(&tc->deferred);
@@ -381,25 +346,25 @@ static void large_free(void *p)
 	}
 	if (tc == NULL)
 		tc = ta_tcache_get();
-	struct ta_large_hdr *h = large_hdr(p);
-	struct ta_large_link *l = ta_large_link_of(p);
-	h->magic = 0; /* a double free is then caught as foreign, not freed twice */
+	/* Out of the table first: a second free of p is then refused as foreign. */
+	if (!ta_large_claim(l)) {
+		log_foreign(p, "free");
+		return;
+	}
 	/* Before taking the registry's lock: a signal handler's free must not wait for it. */
 	if (tc != NULL)
 		tc->in_slow = 1;
-	uint32_t state;
-	if (!ta_large_unregister(l, &state, true)) {
+	struct ta_large last;
+	if (!ta_large_unregister(l, &last, true)) {
 		/* The enforcement pass is moving it and frees it when done. */
 		if (tc != NULL)
 			finish_slow(tc);
 		return;
 	}
-	unsigned home = h->tier, placed = l->placed;
-	size_t size = h->size;
-	if (state & TA_LARGE_REBOUND)
-		ta_restore_range(p, size, home);
-	ta_backend_free(home, (char *)p - h->offset);
-	uncharge(tc, placed, size);
+	if (last.state & TA_LARGE_REBOUND)
+		ta_restore_range(p, last.size, last.tier);
+	ta_backend_free(last.tier, p);
+	uncharge(tc, last.placed, last.size);
 	if (tc != NULL)
 		finish_slow(tc);
 }
@@ -492,8 +457,9 @@ __attribute__((noinline)) static void free_other(void *p)
 		ta_real.free(p);
 		return;
 	}
-	if (state == TA_READY && large_valid(p)) {
-		large_free(p);
+	struct ta_large *l = state == TA_READY ? large_of(p) : NULL;
+	if (l != NULL) {
+		large_free(l);
 		return;
 	}
 	log_foreign(p, "free");
@@ -551,19 +517,20 @@ size_t ta_usable_size(void *p)
 	int state = atomic_load(&ta_state);
 	if (state == TA_PASSTHROUGH)
 		return ta_real.usable_size(p);
-	if (state == TA_READY && large_valid(p))
-		return large_hdr(p)->size;
+	struct ta_large *l = state == TA_READY ? large_of(p) : NULL;
+	if (l != NULL)
+		return l->size;
 	log_foreign(p, "malloc_usable_size");
 	return 0;
 }
 
 /* Large object, same tier, plain alignment: let the backend grow or shrink it in place. */
-static void *large_realloc(void *p, size_t size)
+static void *large_realloc(struct ta_large *l, size_t size)
 {
-	struct ta_large_hdr *h = large_hdr(p);
-	unsigned t = h->tier;
-	size_t old = h->size, off = h->offset;
-	if (h->aligned || size > (size_t)PTRDIFF_MAX - TA_LARGE_ROOM)
+	void *p = l->user;
+	unsigned t = l->tier;
+	size_t old = l->size;
+	if (l->aligned || size > (size_t)PTRDIFF_MAX)
 		return NULL;
 	struct ta_tcache *tc = ta_tcache_get();
 	if (size > old && !charge(tc, t, size - old, TA_LIMIT_MAX, false))
@@ -572,35 +539,25 @@ static void *large_realloc(void *p, size_t size)
 	 * on is copied instead (its range's policy is not its home kind's). */
 	if (tc != NULL)
 		tc->in_slow = 1;
-	uint32_t state;
-	if (!ta_large_unregister(ta_large_link_of(p), &state, false)) {
+	struct ta_large last;
+	if (!ta_large_unregister(l, &last, false)) {
 		if (size > old)
 			uncharge(tc, t, size - old);
 		if (tc != NULL)
 			finish_slow(tc);
 		return NULL;
 	}
-	h->magic = 0;
-	char *raw = ta_backend_realloc(t, (char *)p - off, size + TA_LARGE_ROOM);
-	if (raw == NULL) {
-		large_hdr(p)->magic = TA_LARGE_MAGIC ^ (uintptr_t)p;
-		ta_large_register(ta_large_link_of(p), t);
+	void *user = ta_backend_realloc(t, p, size);
+	/* Failed: still at p, with its old size. */
+	ta_large_reregister(l, user != NULL ? user : p, user != NULL ? size : old);
+	if (user == NULL) {
 		if (size > old)
 			uncharge(tc, t, size - old);
-		if (tc != NULL)
-			finish_slow(tc);
-		return NULL;
-	}
-	/* The block moved with its header: the object keeps its offset. */
-	char *user = raw + off;
-	h = large_hdr(user);
-	h->size = size;
-	h->magic = TA_LARGE_MAGIC ^ (uintptr_t)user;
-	ta_large_register(ta_large_link_of(user), t);
-	if (size < old)
+	} else if (size < old) {
 		uncharge(tc, t, old - size);
-	else
+	} else {
 		ta_arena_note_peak(t);
+	}
 	if (tc != NULL)
 		finish_slow(tc);
 	return user;
@@ -627,16 +584,17 @@ void *ta_realloc(void *p, size_t size)
 		int state = atomic_load(&ta_state);
 		if (state == TA_PASSTHROUGH)
 			return ta_real.realloc(p, size);
-		if (state != TA_READY || !large_valid(p)) {
+		struct ta_large *l = state == TA_READY ? large_of(p) : NULL;
+		if (l == NULL) {
 			log_foreign(p, "realloc");
 			errno = ENOMEM;
 			return NULL;
 		}
-		old = large_hdr(p)->size;
+		old = l->size;
 		if (size <= old && size > old / 2)
 			return p;
 		if (size > TA_SMALL_MAX) {
-			void *q = large_realloc(p, size);
+			void *q = large_realloc(l, size);
 			if (q != NULL)
 				return q;
 		}
@@ -734,7 +692,8 @@ int ta_tier_of(const void *p)
 		return t;
 	if (p == NULL || ta_boot_owns(p) || atomic_load(&ta_state) != TA_READY)
 		return -EINVAL;
-	if (large_valid(p))
-		return (int)ta_large_link_of(p)->placed;
+	struct ta_large *l = large_of(p);
+	if (l != NULL)
+		return (int)__atomic_load_n(&l->placed, __ATOMIC_RELAXED);
 	return -EINVAL;
 }

@@ -148,6 +148,11 @@ void ta_backend_free(unsigned tier, void *raw)
 	memkind_free(tier_kind[tier], raw);
 }
 
+size_t ta_backend_usable_size(unsigned tier, void *raw)
+{
+	return memkind_malloc_usable_size(tier_kind[tier], raw);
+}
+
 /*
  * memkind's destructor (memkind_finalize) destroys the arenas of every kind it initialised, which
  * gives our memory back to the kernel while the process still uses it: stdio flushes its buffers

@@ -19,9 +19,9 @@
 #include "internal.h"
 
 static pthread_mutex_t large_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ta_large_link *large_head[TA_MAX_TIERS], *large_tail[TA_MAX_TIERS];
+static struct ta_large *large_head[TA_MAX_TIERS], *large_tail[TA_MAX_TIERS];
 
-static void list_append(struct ta_large_link *l, unsigned tier)
+static void list_append(struct ta_large *l, unsigned tier)
 {
 	l->next = NULL;
 	l->prev = large_tail[tier];
@@ -32,7 +32,7 @@ static void list_append(struct ta_large_link *l, unsigned tier)
 	large_tail[tier] = l;
 }
 
-static void list_remove(struct ta_large_link *l)
+static void list_remove(struct ta_large *l)
 {
 	unsigned t = l->placed;
 	if (l->prev != NULL)
@@ -46,34 +46,72 @@ static void list_remove(struct ta_large_link *l)
 	l->prev = l->next = NULL;
 }
 
-void ta_large_register(struct ta_large_link *l, unsigned tier)
+struct ta_large *ta_large_register(void *user, uint64_t size, unsigned tier, bool aligned)
 {
-	l->born_ns = ta_monotonic_ns();
-	l->placed = tier;
-	l->state = 0;
+	uint64_t now = ta_monotonic_ns();
 	pthread_mutex_lock(&large_lock);
-	list_append(l, tier);
+	struct ta_large *l = ta_large_record_new();
+	if (l != NULL) {
+		l->size = size;
+		l->born_ns = now;
+		l->placed = l->tier = tier;
+		l->state = 0;
+		l->aligned = aligned;
+		__atomic_store_n(&l->user, user, __ATOMIC_RELEASE);
+		if (ta_large_table_set(user, l)) {
+			list_append(l, tier);
+		} else {
+			ta_large_record_free(l);
+			l = NULL;
+		}
+	}
 	pthread_mutex_unlock(&large_lock);
+	return l;
 }
 
-bool ta_large_unregister(struct ta_large_link *l, uint32_t *state, bool freeing)
+bool ta_large_unregister(struct ta_large *l, struct ta_large *last, bool freeing)
 {
 	pthread_mutex_lock(&large_lock);
-	*state = l->state;
+	*last = *l;
 	if (l->state & TA_LARGE_BUSY) {
 		if (freeing)
 			l->state |= TA_LARGE_FREED;
 		pthread_mutex_unlock(&large_lock);
 		return false;
 	}
-	if (!freeing &&
-	    (l->state != 0 || l->placed != ta_large_hdr_of(ta_large_user_of(l))->tier)) {
-		pthread_mutex_unlock(&large_lock);
-		return false;
+	if (!freeing) {
+		/* In place only when nothing about its range changed, and its new address will
+		 * have a table entry whatever it is. */
+		if (l->state != 0 || l->placed != l->tier || !ta_large_table_reserve()) {
+			pthread_mutex_unlock(&large_lock);
+			return false;
+		}
+		ta_large_table_clear(l->user);
 	}
 	list_remove(l);
+	if (freeing)
+		ta_large_record_free(l);
 	pthread_mutex_unlock(&large_lock);
 	return true;
+}
+
+void ta_large_reregister(struct ta_large *l, void *user, uint64_t size)
+{
+	pthread_mutex_lock(&large_lock);
+	__atomic_store_n(&l->user, user, __ATOMIC_RELEASE);
+	l->size = size;
+	if (!ta_large_table_set(user, l))
+		ta_log(TA_LOG_ERROR, "large object %p has no table entry; its free will be refused",
+		       user);
+	list_append(l, l->tier);
+	pthread_mutex_unlock(&large_lock);
+}
+
+void ta_large_forget(struct ta_large *l)
+{
+	pthread_mutex_lock(&large_lock);
+	ta_large_record_free(l);
+	pthread_mutex_unlock(&large_lock);
 }
 
 static uint64_t score_by_age(const struct ta_cold_range *r)
@@ -104,7 +142,7 @@ static unsigned take_large(unsigned tier, struct ta_cold_range *out, unsigned ma
 {
 	unsigned n = 0;
 	pthread_mutex_lock(&large_lock);
-	for (struct ta_large_link *l = large_head[tier]; l != NULL && n < max; l = l->next) {
+	for (struct ta_large *l = large_head[tier]; l != NULL && n < max; l = l->next) {
 		if (l->state & TA_LARGE_BUSY)
 			continue;
 		l->state |= TA_LARGE_BUSY;
@@ -113,8 +151,8 @@ static unsigned take_large(unsigned tier, struct ta_cold_range *out, unsigned ma
 		r->kind = TA_RANGE_LARGE;
 		r->owner = l;
 		/* The object itself: the header and link lines before it are not worth a page. */
-		r->addr = ta_large_user_of(l);
-		r->len = ta_large_hdr_of(r->addr)->size;
+		r->addr = l->user;
+		r->len = l->size;
 		r->charge = r->len;
 		r->age_ns = now > l->born_ns ? now - l->born_ns : 0;
 	}
@@ -163,7 +201,7 @@ void ta_cold_release(struct ta_cold_range *r, int moved_to, int relaxed)
 {
 	if (r->kind != TA_RANGE_LARGE)
 		return;
-	struct ta_large_link *l = r->owner;
+	struct ta_large *l = r->owner;
 	pthread_mutex_lock(&large_lock);
 	if (moved_to >= 0 && (unsigned)moved_to != l->placed) {
 		list_remove(l);
@@ -203,6 +241,6 @@ void ta_large_fork_child(void)
 {
 	pthread_mutex_init(&large_lock, NULL);
 	for (unsigned t = 0; t < TA_MAX_TIERS; t++)
-		for (struct ta_large_link *l = large_head[t]; l != NULL; l = l->next)
+		for (struct ta_large *l = large_head[t]; l != NULL; l = l->next)
 			l->state &= ~(TA_LARGE_BUSY | TA_LARGE_FREED);
 }

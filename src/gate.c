@@ -91,9 +91,9 @@ static void apply(unsigned t, unsigned want, bool changed)
 	n = ta_cold_large_all(t, ranges, 1024);
 	for (unsigned i = 0; i < n; i++) {
 		struct ta_cold_range *r = &ranges[i];
-		struct ta_large_link *l = r->owner;
+		struct ta_large *l = r->owner;
 		int relaxed = -1;
-		bool demoted = l->placed != ta_large_hdr_of(r->addr)->tier;
+		bool demoted = l->placed != l->tier;
 		if (want < t && !(l->state & TA_LARGE_RELAXED) && !demoted &&
 		    resident(r->addr, r->len)) {
 			if (ta_relax_range(r->addr, r->len, t, want) == 0)

@@ -52,7 +52,6 @@
 #define TA_SMALL_MAX   ((size_t)65536)
 #define TA_NCLASSES    44
 #define TA_ADDR_BITS   47 /* user space without 5-level paging hints */
-#define TA_LARGE_HDR   64 /* bytes in front of a large object */
 
 /* ---- log.c: async-signal-safe logger, one write(2) per line ---- */
 enum ta_log_level { TA_LOG_ERROR = 0, TA_LOG_WARN = 1, TA_LOG_INFO = 2, TA_LOG_DEBUG = 3 };
@@ -156,6 +155,8 @@ int ta_backend_init(const struct ta_topology *topo, struct ta_options *opts);
 void *ta_backend_alloc(unsigned tier, size_t size, size_t align, bool zero);
 void *ta_backend_realloc(unsigned tier, void *raw, size_t size);
 void ta_backend_free(unsigned tier, void *raw);
+/* What the kind really set aside for raw (its size class). */
+size_t ta_backend_usable_size(unsigned tier, void *raw);
 
 /* ---- sizeclass.c ---- */
 extern const uint32_t ta_class_size[TA_NCLASSES];
@@ -271,48 +272,58 @@ unsigned ta_arena_chunks(unsigned tier, struct ta_chunk_info *out, unsigned max,
 int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to);
 
 /* ---- cold.c: large objects on record, and the order in which memory is demoted ---- */
-/* In front of every large object's header: its place in its tier's list and its age. */
-struct ta_large_link {
-	struct ta_large_link *prev, *next;
-	uint64_t born_ns; /* CLOCK_MONOTONIC at allocation */
+/* A large object's record, kept apart from it (large.c): the object has exactly the bytes it
+ * asked for from its tier's kind. */
+struct ta_large {
+	struct ta_large *prev, *next; /* its tier's list, under the registry's lock */
+	void *user;		      /* the object: what its home tier's kind returned */
+	uint64_t size;		      /* usable bytes */
+	uint64_t born_ns;	      /* CLOCK_MONOTONIC at allocation */
 	uint32_t placed;  /* tier charged and holding its pages: home, or where it was demoted */
 	uint32_t state;	  /* TA_LARGE_* bits, under the registry's lock */
-};
-/* Behind the link, right before the object. */
-struct ta_large_hdr {
-	uint64_t magic;	  /* TA_LARGE_MAGIC ^ user address: a foreign pointer will not match */
-	uint64_t size;	  /* usable bytes */
-	uint32_t offset;  /* user - raw */
 	uint32_t tier;	  /* home: the tier whose kind it came from and goes back to */
 	uint32_t aligned; /* allocated with an alignment above 16: never reallocated in place */
-	uint32_t reserved;
+	uint64_t reserved;
 };
-_Static_assert(sizeof(struct ta_large_link) == 32 && sizeof(struct ta_large_hdr) == 32,
-	       "link and header fill the 64 bytes in front of a large object");
-static inline struct ta_large_hdr *ta_large_hdr_of(const void *user)
-{
-	return (struct ta_large_hdr *)((uintptr_t)user - sizeof(struct ta_large_hdr));
-}
-static inline struct ta_large_link *ta_large_link_of(const void *user)
-{
-	return (struct ta_large_link *)((uintptr_t)user - 64);
-}
-static inline void *ta_large_user_of(const struct ta_large_link *l)
-{
-	return (char *)l + 64;
-}
+_Static_assert(sizeof(struct ta_large) == 64, "one cache line per large object's record");
 #define TA_LARGE_BUSY	 1u /* the enforcement pass is moving or binding it */
 #define TA_LARGE_FREED	 2u /* freed while busy: the pass frees it when done */
 #define TA_LARGE_REBOUND 4u /* its range's policy is not its home kind's: restore before free */
 #define TA_LARGE_RELAXED 8u /* the promotion gate let NUMA balancing act on it */
 
-void ta_large_register(struct ta_large_link *l, unsigned tier);
-/* Take l off the record. Freeing: false when the pass holds it (it frees it when done). Not
- * freeing (realloc in place): false when busy, demoted or rebound, and l stays on record. */
-bool ta_large_unregister(struct ta_large_link *l, uint32_t *state, bool freeing);
+/* Put a new large object on record (its tier's list, the address table): its record, or NULL
+ * when no memory was left for either. */
+struct ta_large *ta_large_register(void *user, uint64_t size, unsigned tier, bool aligned);
+/* Take l off its tier's list; *last: what its record said. Freeing (its table entry already
+ * cleared, ta_large_claim): its record goes back too; false when the pass holds it (the pass
+ * frees it when done). Not freeing (realloc in place): also out of the table; false when busy,
+ * demoted or rebound, or no table node could be reserved for its new address, and l stays on
+ * record. */
+bool ta_large_unregister(struct ta_large *l, struct ta_large *last, bool freeing);
+/* After a realloc in place: l at its new address and size, back on record. Cannot fail (the
+ * table nodes were reserved by ta_large_unregister). */
+void ta_large_reregister(struct ta_large *l, void *user, uint64_t size);
+/* Give l's record back (after its object went back to the backend). */
+void ta_large_forget(struct ta_large *l);
 void ta_large_fork_prepare(void);
 void ta_large_fork_parent(void);
 void ta_large_fork_child(void);
+
+/* ---- large.c: records of large objects, and the table from address to record ---- */
+/* The record of the large object that starts at p, or NULL. No lock. */
+struct ta_large *ta_large_find(const void *p);
+/* Free's claim on l: clears its table entry if it still names l. false: it did not (a double or
+ * racing free). No lock. */
+bool ta_large_claim(struct ta_large *l);
+/* The rest under the registry's lock (cold.c). */
+struct ta_large *ta_large_record_new(void);
+void ta_large_record_free(struct ta_large *l);
+/* Make sure a table entry can be set for any address without allocating: false if the nodes
+ * cannot be had. */
+bool ta_large_table_reserve(void);
+/* Set p's entry to l: false when a node could not be had (none reserved). */
+bool ta_large_table_set(const void *p, struct ta_large *l);
+void ta_large_table_clear(const void *p);
 
 /* A range the enforcement pass may demote or bind. */
 enum ta_range_kind { TA_RANGE_CHUNK, TA_RANGE_LARGE };
@@ -322,7 +333,7 @@ struct ta_cold_range {
 	uint64_t charge; /* large: its size; chunks: known when retagged */
 	uint64_t age_ns; /* since allocation (large) or since a run was last cut (chunk) */
 	uint64_t score;	 /* lower is colder */
-	void *owner;	 /* struct ta_chunk * or struct ta_large_link * */
+	void *owner;	 /* struct ta_chunk * or struct ta_large * */
 	uint8_t kind;
 };
 /*
@@ -344,7 +355,7 @@ void ta_cold_release(struct ta_cold_range *r, int moved_to, int relaxed);
 /* Large objects of the tier on record (for the promotion gate). Marked busy, like collect. */
 unsigned ta_cold_large_all(unsigned tier, struct ta_cold_range *out, unsigned max);
 /* Free a large object for good (the backend's kind of its home tier, its charge). */
-void ta_large_destroy(struct ta_large_link *l);
+void ta_large_destroy(struct ta_large *l);
 
 /* ---- tcache.c: per-thread caches ---- */
 /* A stack of cached objects: freeing writes nothing into the object itself. */

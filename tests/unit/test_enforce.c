@@ -272,7 +272,8 @@ static void test_demote(void)
 	unsigned freed = 0;
 	for (unsigned i = 0; i < n; i++)
 		for (unsigned k = 0; k < NLARGE; k++)
-			if (large[k] != NULL && ta_large_user_of(r[i].owner) == (void *)large[k] &&
+			if (large[k] != NULL &&
+			    ((struct ta_large *)r[i].owner)->user == (void *)large[k] &&
 			    freed < 2) {
 				tieralloc_free(large[k]);
 				large[k] = NULL;

@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Large objects' records, kept apart from the objects, and the table from an address to its
+ * record.
+ *
+ * Why apart: an in-band header makes the kind's allocation larger than the request, which moves
+ * it into jemalloc's next size class: a 1 MiB object cost a 1.25 MiB extent (25% more, paid in
+ * memory of the tier). Now the object gets exactly the bytes it asked for.
+ *
+ * The table is a two-level radix tree over 64 KiB granules of the address space. Every large
+ * object starts in a granule of its own: it is over 64 KiB (large_alloc makes sure of that), or
+ * aligned to more than 64 KiB. So a granule names at most one object, and a record whose user
+ * address is not the pointer's is not its record. Lookups take no lock: nodes and records are
+ * never unmapped (records are reused), and the user address is checked after the load.
+ * Everything else runs under the registry's lock (cold.c), which the fork handlers hold.
+ */
+#include <sys/mman.h>
+
+#include "internal.h"
+
+#define GRANULE_SHIFT 16
+#define LEAF_BITS     15
+#define ROOT_BITS     (TA_ADDR_BITS - GRANULE_SHIFT - LEAF_BITS)
+#define LEAF_SIZE     (1u << LEAF_BITS)
+
+struct leaf {
+	_Atomic(struct ta_large *) slot[LEAF_SIZE];
+};
+
+static _Atomic(struct leaf *) root[1u << ROOT_BITS]; /* 512 KiB of BSS, touched where used */
+static struct leaf *spare_leaf;			     /* reserved for a set that must not fail */
+
+static struct ta_large *free_records;
+
+static void *map_zeroed(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+struct ta_large *ta_large_record_new(void)
+{
+	if (free_records == NULL) {
+		enum { BATCH = 4096 }; /* 256 KiB of records */
+		struct ta_large *batch = map_zeroed(BATCH * sizeof(struct ta_large));
+		if (batch == NULL)
+			return NULL;
+		for (unsigned i = 0; i < BATCH; i++) {
+			batch[i].next = free_records;
+			free_records = &batch[i];
+		}
+	}
+	struct ta_large *l = free_records;
+	free_records = l->next;
+	l->next = NULL;
+	return l;
+}
+
+void ta_large_record_free(struct ta_large *l)
+{
+	/* A lock-free reader may still load it: it must not look like its old object's. */
+	__atomic_store_n(&l->user, NULL, __ATOMIC_RELEASE);
+	l->next = free_records;
+	free_records = l;
+}
+
+static bool split(const void *p, uintptr_t *r, uintptr_t *i)
+{
+	uintptr_t g = (uintptr_t)p >> GRANULE_SHIFT;
+	if (g >> (ROOT_BITS + LEAF_BITS) != 0)
+		return false;
+	*r = g >> LEAF_BITS;
+	*i = g & (LEAF_SIZE - 1);
+	return true;
+}
+
+struct ta_large *ta_large_find(const void *p)
+{
+	uintptr_t r, i;
+	if (((uintptr_t)p & 15) != 0 || !split(p, &r, &i))
+		return NULL;
+	struct leaf *leaf = atomic_load_explicit(&root[r], memory_order_acquire);
+	if (leaf == NULL)
+		return NULL;
+	struct ta_large *l = atomic_load_explicit(&leaf->slot[i], memory_order_acquire);
+	if (l == NULL || __atomic_load_n(&l->user, __ATOMIC_ACQUIRE) != p)
+		return NULL;
+	return l;
+}
+
+bool ta_large_claim(struct ta_large *l)
+{
+	uintptr_t r, i;
+	if (!split(l->user, &r, &i))
+		return false;
+	struct leaf *leaf = atomic_load_explicit(&root[r], memory_order_acquire);
+	struct ta_large *expect = l;
+	return leaf != NULL && atomic_compare_exchange_strong(&leaf->slot[i], &expect, NULL);
+}
+
+bool ta_large_table_reserve(void)
+{
+	if (spare_leaf == NULL)
+		spare_leaf = map_zeroed(sizeof(struct leaf));
+	return spare_leaf != NULL;
+}
+
+bool ta_large_table_set(const void *p, struct ta_large *l)
+{
+	uintptr_t r, i;
+	if (!split(p, &r, &i))
+		return false;
+	struct leaf *leaf = atomic_load_explicit(&root[r], memory_order_acquire);
+	if (leaf == NULL) {
+		if (!ta_large_table_reserve())
+			return false;
+		leaf = spare_leaf;
+		spare_leaf = NULL;
+		atomic_store_explicit(&root[r], leaf, memory_order_release);
+	}
+	atomic_store_explicit(&leaf->slot[i], l, memory_order_release);
+	return true;
+}
+
+void ta_large_table_clear(const void *p)
+{
+	uintptr_t r, i;
+	if (!split(p, &r, &i))
+		return;
+	struct leaf *leaf = atomic_load_explicit(&root[r], memory_order_acquire);
+	if (leaf != NULL)
+		atomic_store_explicit(&leaf->slot[i], NULL, memory_order_release);
+}
