@@ -267,7 +267,9 @@ static void *large_alloc_in(unsigned t, size_t size, size_t align, bool zero)
 
 static void *large_alloc(size_t size, size_t align, int want_tier, bool zero)
 {
-	if (size > (size_t)PTRDIFF_MAX - 2 * align)
+	/* Nothing the address space cannot hold, and no charge that the stocks' signed
+	 * arithmetic could not. */
+	if (size >= ((size_t)1 << TA_ADDR_BITS) || align >= ((size_t)1 << TA_ADDR_BITS))
 		return NULL;
 	struct ta_tcache *tc = ta_tcache_get();
 	if (tc != NULL)
@@ -530,7 +532,7 @@ static void *large_realloc(struct ta_large *l, size_t size)
 	void *p = l->user;
 	unsigned t = l->tier;
 	size_t old = l->size;
-	if (l->aligned || size > (size_t)PTRDIFF_MAX)
+	if (l->aligned || size >= ((size_t)1 << TA_ADDR_BITS))
 		return NULL;
 	struct ta_tcache *tc = ta_tcache_get();
 	if (size > old && !charge(tc, t, size - old, TA_LIMIT_MAX, false))

@@ -836,6 +836,87 @@ static void test_explicit_tier(void)
 	test_context("%s", "");
 }
 
+/* Large objects' records live in an address table (src/large.c): a second free of one is
+ * refused, and threads allocating, growing and freeing them at once never see each other's. */
+static void test_large_double_free(void)
+{
+	test_context("large: a second free is refused, the block is not handed out twice");
+	void *p = tieralloc_malloc(1 * MiB);
+	expect_true(p != NULL);
+	tieralloc_free(p);
+	struct test_capture cap;
+	char text[512];
+	capture_begin(&cap);
+	tieralloc_free(p);
+	capture_end(&cap, text, sizeof(text));
+	void *a = tieralloc_malloc(1 * MiB), *b = tieralloc_malloc(1 * MiB);
+	expect_true(a != NULL && b != NULL && a != b);
+	expect_eq(tieralloc_malloc_usable_size(a), 1 * MiB);
+	expect_eq(tieralloc_malloc_usable_size(b), 1 * MiB);
+	tieralloc_free(a);
+	tieralloc_free(b);
+}
+
+struct large_worker {
+	unsigned seed;
+	unsigned bad;
+};
+
+static void *large_churn(void *arg)
+{
+	struct large_worker *w = arg;
+	enum { LIVE = 16, ROUNDS = 3000 };
+	unsigned char *live[LIVE] = { NULL };
+	size_t size[LIVE] = { 0 };
+	for (unsigned r = 0; r < ROUNDS; r++) {
+		unsigned i = rand_r(&w->seed) % LIVE;
+		unsigned char tag = (unsigned char)(i + 1);
+		if (live[i] != NULL) {
+			/* Our bytes are still ours: first, last, and the record's size (a shrink
+			 * by less than half keeps the block). */
+			if (live[i][0] != tag || live[i][size[i] - 1] != tag ||
+			    tieralloc_malloc_usable_size(live[i]) < size[i])
+				w->bad++;
+		}
+		size_t n = TA_SMALL_MAX + 1 + (size_t)rand_r(&w->seed) % (2 * MiB);
+		if (live[i] != NULL && r % 3 == 0) {
+			unsigned char *q = tieralloc_realloc(live[i], n);
+			if (q == NULL) {
+				w->bad++;
+				continue;
+			}
+			if (q[0] != tag)
+				w->bad++;
+			live[i] = q;
+		} else {
+			tieralloc_free(live[i]);
+			live[i] = tieralloc_malloc(n);
+			if (live[i] == NULL) {
+				w->bad++;
+				continue;
+			}
+		}
+		size[i] = n;
+		live[i][0] = live[i][n - 1] = tag;
+	}
+	for (unsigned i = 0; i < LIVE; i++)
+		tieralloc_free(live[i]);
+	return NULL;
+}
+
+static void test_large_threads(void)
+{
+	test_context("large: three threads allocating, growing and freeing at once");
+	struct large_worker w[3] = { { 1, 0 }, { 2, 0 }, { 3, 0 } };
+	pthread_t t[3];
+	for (unsigned i = 0; i < 3; i++)
+		pthread_create(&t[i], NULL, large_churn, &w[i]);
+	for (unsigned i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	for (unsigned i = 0; i < 3; i++)
+		expect_eq(w[i].bad, 0);
+}
+
 int main(int argc, char **argv)
 {
 	test_reexec_with_env(argv, NULL);
@@ -855,5 +936,7 @@ int main(int argc, char **argv)
 	test_tier_stats();
 	test_ctl();
 	test_explicit_tier();
+	test_large_double_free();
+	test_large_threads();
 	return test_done();
 }
