@@ -18,100 +18,131 @@
 
 #include "internal.h"
 
-static pthread_mutex_t large_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ta_large *large_head[TA_MAX_TIERS], *large_tail[TA_MAX_TIERS];
+/* The record is sharded by thread: threads allocating and freeing large objects at once would
+ * otherwise take turns on one lock (two threads of bench-malloc's large band spent their time in
+ * futex waits). An object stays in the shard that recorded it; the pass looks at all of them. */
+#define LARGE_SHARDS 8
 
-static void list_append(struct ta_large *l, unsigned tier)
+struct shard {
+	pthread_mutex_t lock;
+	struct ta_large *head[TA_MAX_TIERS], *tail[TA_MAX_TIERS];
+	struct ta_large_pool pool;
+} __attribute__((aligned(64)));
+
+static struct shard shards[LARGE_SHARDS] = {
+	[0 ... LARGE_SHARDS - 1] = { .lock = PTHREAD_MUTEX_INITIALIZER },
+};
+static _Atomic unsigned next_shard;
+static __thread unsigned my_shard_plus1 __attribute__((tls_model("initial-exec"))); /* 0: none */
+
+static struct shard *my_shard(void)
+{
+	if (my_shard_plus1 == 0)
+		my_shard_plus1 = atomic_fetch_add(&next_shard, 1) % LARGE_SHARDS + 1;
+	return &shards[my_shard_plus1 - 1];
+}
+
+static struct shard *shard_of(const struct ta_large *l)
+{
+	return &shards[l->shard % LARGE_SHARDS];
+}
+
+static void list_append(struct shard *sh, struct ta_large *l, unsigned tier)
 {
 	l->next = NULL;
-	l->prev = large_tail[tier];
+	l->prev = sh->tail[tier];
 	if (l->prev != NULL)
 		l->prev->next = l;
 	else
-		large_head[tier] = l;
-	large_tail[tier] = l;
+		sh->head[tier] = l;
+	sh->tail[tier] = l;
 }
 
-static void list_remove(struct ta_large *l)
+static void list_remove(struct shard *sh, struct ta_large *l)
 {
 	unsigned t = l->placed;
 	if (l->prev != NULL)
 		l->prev->next = l->next;
 	else
-		large_head[t] = l->next;
+		sh->head[t] = l->next;
 	if (l->next != NULL)
 		l->next->prev = l->prev;
 	else
-		large_tail[t] = l->prev;
+		sh->tail[t] = l->prev;
 	l->prev = l->next = NULL;
 }
 
 struct ta_large *ta_large_register(void *user, uint64_t size, unsigned tier, bool aligned)
 {
 	uint64_t now = ta_monotonic_ns();
-	pthread_mutex_lock(&large_lock);
-	struct ta_large *l = ta_large_record_new();
+	struct shard *sh = my_shard();
+	pthread_mutex_lock(&sh->lock);
+	struct ta_large *l = ta_large_record_new(&sh->pool);
 	if (l != NULL) {
 		l->size = size;
 		l->born_ns = now;
 		l->placed = l->tier = tier;
 		l->state = 0;
 		l->aligned = aligned;
+		l->shard = (uint32_t)(sh - shards);
 		__atomic_store_n(&l->user, user, __ATOMIC_RELEASE);
-		if (ta_large_table_set(user, l)) {
-			list_append(l, tier);
+		if (ta_large_table_set(user, l, &sh->pool)) {
+			list_append(sh, l, tier);
 		} else {
-			ta_large_record_free(l);
+			ta_large_record_free(&sh->pool, l);
 			l = NULL;
 		}
 	}
-	pthread_mutex_unlock(&large_lock);
+	pthread_mutex_unlock(&sh->lock);
 	return l;
 }
 
 bool ta_large_unregister(struct ta_large *l, struct ta_large *last, bool freeing)
 {
-	pthread_mutex_lock(&large_lock);
+	struct shard *sh = shard_of(l);
+	pthread_mutex_lock(&sh->lock);
 	*last = *l;
 	if (l->state & TA_LARGE_BUSY) {
 		if (freeing)
 			l->state |= TA_LARGE_FREED;
-		pthread_mutex_unlock(&large_lock);
+		pthread_mutex_unlock(&sh->lock);
 		return false;
 	}
 	if (!freeing) {
 		/* In place only when nothing about its range changed, and its new address will
 		 * have a table entry whatever it is. */
-		if (l->state != 0 || l->placed != l->tier || !ta_large_table_reserve()) {
-			pthread_mutex_unlock(&large_lock);
+		if (l->state != 0 || l->placed != l->tier || !ta_large_table_reserve(&sh->pool)) {
+			pthread_mutex_unlock(&sh->lock);
 			return false;
 		}
 		ta_large_table_clear(l->user);
 	}
-	list_remove(l);
+	list_remove(sh, l);
 	if (freeing)
-		ta_large_record_free(l);
-	pthread_mutex_unlock(&large_lock);
+		ta_large_record_free(&sh->pool, l);
+	pthread_mutex_unlock(&sh->lock);
 	return true;
 }
 
 void ta_large_reregister(struct ta_large *l, void *user, uint64_t size)
 {
-	pthread_mutex_lock(&large_lock);
+	struct shard *sh = shard_of(l);
+	pthread_mutex_lock(&sh->lock);
 	__atomic_store_n(&l->user, user, __ATOMIC_RELEASE);
 	l->size = size;
-	if (!ta_large_table_set(user, l))
+	if (!ta_large_table_set(user, l, &sh->pool))
 		ta_log(TA_LOG_ERROR, "large object %p has no table entry; its free will be refused",
 		       user);
-	list_append(l, l->tier);
-	pthread_mutex_unlock(&large_lock);
+	list_append(sh, l, l->tier);
+	pthread_mutex_unlock(&sh->lock);
 }
 
 void ta_large_forget(struct ta_large *l)
 {
-	pthread_mutex_lock(&large_lock);
-	ta_large_record_free(l);
-	pthread_mutex_unlock(&large_lock);
+	struct shard *sh = shard_of(l);
+	pthread_mutex_lock(&sh->lock);
+	ta_large_record_free(&sh->pool, l);
+	pthread_mutex_unlock(&sh->lock);
 }
 
 static uint64_t score_by_age(const struct ta_cold_range *r)
@@ -138,11 +169,13 @@ static void sort_by_score(struct ta_cold_range *r, unsigned n)
 	}
 }
 
-static unsigned take_large(unsigned tier, struct ta_cold_range *out, unsigned max, uint64_t now)
+/* Up to quota of a shard's not busy objects of the tier, oldest first, marked busy. */
+static unsigned take_from(struct shard *sh, unsigned tier, struct ta_cold_range *out,
+			  unsigned quota, uint64_t now)
 {
 	unsigned n = 0;
-	pthread_mutex_lock(&large_lock);
-	for (struct ta_large *l = large_head[tier]; l != NULL && n < max; l = l->next) {
+	pthread_mutex_lock(&sh->lock);
+	for (struct ta_large *l = sh->head[tier]; l != NULL && n < quota; l = l->next) {
 		if (l->state & TA_LARGE_BUSY)
 			continue;
 		l->state |= TA_LARGE_BUSY;
@@ -150,13 +183,26 @@ static unsigned take_large(unsigned tier, struct ta_cold_range *out, unsigned ma
 		memset(r, 0, sizeof(*r));
 		r->kind = TA_RANGE_LARGE;
 		r->owner = l;
-		/* The object itself: the header and link lines before it are not worth a page. */
 		r->addr = l->user;
 		r->len = l->size;
 		r->charge = r->len;
 		r->age_ns = now > l->born_ns ? now - l->born_ns : 0;
 	}
-	pthread_mutex_unlock(&large_lock);
+	pthread_mutex_unlock(&sh->lock);
+	return n;
+}
+
+static unsigned take_large(unsigned tier, struct ta_cold_range *out, unsigned max, uint64_t now)
+{
+	/* An even part from every shard first (each list is oldest first, so no shard's old
+	 * objects are crowded out by another's), then whatever room is left. The busy mark keeps
+	 * the second round from taking an object twice. */
+	unsigned n = 0, even = max / LARGE_SHARDS > 0 ? max / LARGE_SHARDS : 1;
+	for (unsigned round = 0; round < 2; round++)
+		for (unsigned i = 0; i < LARGE_SHARDS && n < max; i++) {
+			unsigned quota = round == 0 && even < max - n ? even : max - n;
+			n += take_from(&shards[i], tier, out + n, quota, now);
+		}
 	return n;
 }
 
@@ -202,11 +248,12 @@ void ta_cold_release(struct ta_cold_range *r, int moved_to, int relaxed)
 	if (r->kind != TA_RANGE_LARGE)
 		return;
 	struct ta_large *l = r->owner;
-	pthread_mutex_lock(&large_lock);
+	struct shard *sh = shard_of(l);
+	pthread_mutex_lock(&sh->lock);
 	if (moved_to >= 0 && (unsigned)moved_to != l->placed) {
-		list_remove(l);
+		list_remove(sh, l);
 		l->placed = (uint32_t)moved_to;
-		list_append(l, (unsigned)moved_to);
+		list_append(sh, l, (unsigned)moved_to);
 	}
 	if (moved_to >= 0) {
 		l->state |= TA_LARGE_REBOUND;
@@ -219,28 +266,32 @@ void ta_cold_release(struct ta_cold_range *r, int moved_to, int relaxed)
 	l->state &= ~TA_LARGE_BUSY;
 	bool freed = (l->state & TA_LARGE_FREED) != 0;
 	if (freed)
-		list_remove(l);
-	pthread_mutex_unlock(&large_lock);
+		list_remove(sh, l);
+	pthread_mutex_unlock(&sh->lock);
 	if (freed)
 		ta_large_destroy(l);
 }
 
 void ta_large_fork_prepare(void)
 {
-	pthread_mutex_lock(&large_lock);
+	for (unsigned i = 0; i < LARGE_SHARDS; i++)
+		pthread_mutex_lock(&shards[i].lock);
 }
 
 void ta_large_fork_parent(void)
 {
-	pthread_mutex_unlock(&large_lock);
+	for (unsigned i = LARGE_SHARDS; i-- > 0;)
+		pthread_mutex_unlock(&shards[i].lock);
 }
 
 /* The child has no pass running: nothing stays busy. An object freed while busy in the parent
  * stays allocated in the child (one object, only when fork meets a pass). */
 void ta_large_fork_child(void)
 {
-	pthread_mutex_init(&large_lock, NULL);
-	for (unsigned t = 0; t < TA_MAX_TIERS; t++)
-		for (struct ta_large *l = large_head[t]; l != NULL; l = l->next)
-			l->state &= ~(TA_LARGE_BUSY | TA_LARGE_FREED);
+	for (unsigned i = 0; i < LARGE_SHARDS; i++) {
+		pthread_mutex_init(&shards[i].lock, NULL);
+		for (unsigned t = 0; t < TA_MAX_TIERS; t++)
+			for (struct ta_large *l = shards[i].head[t]; l != NULL; l = l->next)
+				l->state &= ~(TA_LARGE_BUSY | TA_LARGE_FREED);
+	}
 }

@@ -283,7 +283,8 @@ struct ta_large {
 	uint32_t state;	  /* TA_LARGE_* bits, under the registry's lock */
 	uint32_t tier;	  /* home: the tier whose kind it came from and goes back to */
 	uint32_t aligned; /* allocated with an alignment above 16: never reallocated in place */
-	uint64_t reserved;
+	uint32_t shard;	  /* the registry's shard that holds it (cold.c) */
+	uint32_t reserved;
 };
 _Static_assert(sizeof(struct ta_large) == 64, "one cache line per large object's record");
 #define TA_LARGE_BUSY	 1u /* the enforcement pass is moving or binding it */
@@ -291,8 +292,8 @@ _Static_assert(sizeof(struct ta_large) == 64, "one cache line per large object's
 #define TA_LARGE_REBOUND 4u /* its range's policy is not its home kind's: restore before free */
 #define TA_LARGE_RELAXED 8u /* the promotion gate let NUMA balancing act on it */
 
-/* Put a new large object on record (its tier's list, the address table): its record, or NULL
- * when no memory was left for either. */
+/* Put a new large object on record (its tier's list in the calling thread's shard, the
+ * address table): its record, or NULL when no memory was left for either. */
 struct ta_large *ta_large_register(void *user, uint64_t size, unsigned tier, bool aligned);
 /* Take l off its tier's list; *last: what its record said. Freeing (its table entry already
  * cleared, ta_large_claim): its record goes back too; false when the pass holds it (the pass
@@ -315,14 +316,18 @@ struct ta_large *ta_large_find(const void *p);
 /* Free's claim on l: clears its table entry if it still names l. false: it did not (a double or
  * racing free). No lock. */
 bool ta_large_claim(struct ta_large *l);
-/* The rest under the registry's lock (cold.c). */
-struct ta_large *ta_large_record_new(void);
-void ta_large_record_free(struct ta_large *l);
-/* Make sure a table entry can be set for any address without allocating: false if the nodes
+/* A shard's spare records and table node; the rest under that shard's lock (cold.c). */
+struct ta_large_pool {
+	struct ta_large *free_records;
+	void *spare_leaf;
+};
+struct ta_large *ta_large_record_new(struct ta_large_pool *pool);
+void ta_large_record_free(struct ta_large_pool *pool, struct ta_large *l);
+/* Make sure a table entry can be set for any address without allocating: false if the node
  * cannot be had. */
-bool ta_large_table_reserve(void);
+bool ta_large_table_reserve(struct ta_large_pool *pool);
 /* Set p's entry to l: false when a node could not be had (none reserved). */
-bool ta_large_table_set(const void *p, struct ta_large *l);
+bool ta_large_table_set(const void *p, struct ta_large *l, struct ta_large_pool *pool);
 void ta_large_table_clear(const void *p);
 
 /* A range the enforcement pass may demote or bind. */

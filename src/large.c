@@ -12,7 +12,8 @@
  * aligned to more than 64 KiB. So a granule names at most one object, and a record whose user
  * address is not the pointer's is not its record. Lookups take no lock: nodes and records are
  * never unmapped (records are reused), and the user address is checked after the load.
- * Everything else runs under the registry's lock (cold.c), which the fork handlers hold.
+ * Records and a spare node come from the pool of a shard of the registry (cold.c), under its
+ * lock; a node is put in the table with a compare-and-swap, since shards set entries at once.
  */
 #include <sys/mman.h>
 
@@ -28,9 +29,6 @@ struct leaf {
 };
 
 static _Atomic(struct leaf *) root[1u << ROOT_BITS]; /* 512 KiB of BSS, touched where used */
-static struct leaf *spare_leaf;			     /* reserved for a set that must not fail */
-
-static struct ta_large *free_records;
 
 static void *map_zeroed(size_t bytes)
 {
@@ -38,30 +36,30 @@ static void *map_zeroed(size_t bytes)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-struct ta_large *ta_large_record_new(void)
+struct ta_large *ta_large_record_new(struct ta_large_pool *pool)
 {
-	if (free_records == NULL) {
-		enum { BATCH = 4096 }; /* 256 KiB of records */
+	if (pool->free_records == NULL) {
+		enum { BATCH = 1024 }; /* 64 KiB of records */
 		struct ta_large *batch = map_zeroed(BATCH * sizeof(struct ta_large));
 		if (batch == NULL)
 			return NULL;
 		for (unsigned i = 0; i < BATCH; i++) {
-			batch[i].next = free_records;
-			free_records = &batch[i];
+			batch[i].next = pool->free_records;
+			pool->free_records = &batch[i];
 		}
 	}
-	struct ta_large *l = free_records;
-	free_records = l->next;
+	struct ta_large *l = pool->free_records;
+	pool->free_records = l->next;
 	l->next = NULL;
 	return l;
 }
 
-void ta_large_record_free(struct ta_large *l)
+void ta_large_record_free(struct ta_large_pool *pool, struct ta_large *l)
 {
 	/* A lock-free reader may still load it: it must not look like its old object's. */
 	__atomic_store_n(&l->user, NULL, __ATOMIC_RELEASE);
-	l->next = free_records;
-	free_records = l;
+	l->next = pool->free_records;
+	pool->free_records = l;
 }
 
 static bool split(const void *p, uintptr_t *r, uintptr_t *i)
@@ -98,25 +96,29 @@ bool ta_large_claim(struct ta_large *l)
 	return leaf != NULL && atomic_compare_exchange_strong(&leaf->slot[i], &expect, NULL);
 }
 
-bool ta_large_table_reserve(void)
+bool ta_large_table_reserve(struct ta_large_pool *pool)
 {
-	if (spare_leaf == NULL)
-		spare_leaf = map_zeroed(sizeof(struct leaf));
-	return spare_leaf != NULL;
+	if (pool->spare_leaf == NULL)
+		pool->spare_leaf = map_zeroed(sizeof(struct leaf));
+	return pool->spare_leaf != NULL;
 }
 
-bool ta_large_table_set(const void *p, struct ta_large *l)
+bool ta_large_table_set(const void *p, struct ta_large *l, struct ta_large_pool *pool)
 {
 	uintptr_t r, i;
 	if (!split(p, &r, &i))
 		return false;
 	struct leaf *leaf = atomic_load_explicit(&root[r], memory_order_acquire);
 	if (leaf == NULL) {
-		if (!ta_large_table_reserve())
+		if (!ta_large_table_reserve(pool))
 			return false;
-		leaf = spare_leaf;
-		spare_leaf = NULL;
-		atomic_store_explicit(&root[r], leaf, memory_order_release);
+		struct leaf *expect = NULL;
+		if (atomic_compare_exchange_strong(&root[r], &expect, pool->spare_leaf)) {
+			leaf = pool->spare_leaf;
+			pool->spare_leaf = NULL;
+		} else {
+			leaf = expect; /* another shard put one there first; ours stays spare */
+		}
 	}
 	atomic_store_explicit(&leaf->slot[i], l, memory_order_release);
 	return true;
