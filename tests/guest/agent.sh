@@ -224,14 +224,22 @@ quota_run() {
 	return 0
 }
 
+# over_share: "N KiB over the share" from hi and share, or "within the share".
+over_share() {
+	if [ "$hi" -gt "$share" ]; then
+		echo "$(((hi - share) / 1024)) KiB over the share"
+	else
+		echo "within the share"
+	fi
+}
+
 if ! quota_run qa; then
 	fail agent.quota "the workload did not start"
 else
 	echo "   with the agent: tier-0 share $(mib "$share"); promote_work had $moved pages" \
 		"promoted, the segment says $promoted; alarms $alarm (taken $taken); tieralloc" \
 		"demoted $(mib "$demoted"); node 0 at most $(mib "$hi")" \
-		"($(((hi - share) / 1024)) KiB over the share), over it for $((${over_cs:-0} * 10))" \
-		"ms, $(mib "$after") after"
+		"($(over_share)), over it for $((${over_cs:-0} * 10)) ms, $(mib "$after") after"
 	if [ -z "$moved" ] || [ "$moved" -lt 1024 ]; then
 		fail agent.quota "NUMA balancing promoted too little to tell ($moved pages)"
 	elif ! within "${promoted:-0}" "$moved" $((moved / 10)); then
@@ -255,9 +263,9 @@ else
 	# alarms; the workers read the cgroup every 200 ms on their own).
 	kill -STOP $agent
 	if quota_run qb; then
-		echo "   agent stopped: node 0 at most $(mib "$hi") ($(((hi - share) / 1024)) KiB" \
-			"over the share), over it for $((${over_cs:-0} * 10)) ms, $(mib "$after")" \
-			"after; tieralloc demoted $(mib "$demoted")"
+		echo "   agent stopped: node 0 at most $(mib "$hi") ($(over_share)), over it for" \
+			"$((${over_cs:-0} * 10)) ms, $(mib "$after") after; tieralloc demoted" \
+			"$(mib "$demoted")"
 	fi
 	kill -CONT $agent
 fi
