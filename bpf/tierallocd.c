@@ -7,7 +7,8 @@
  * into a tier at its share, it raises the segment's alarm and wakes the processes' workers, which
  * then gate and demote at once.
  *
- *   tierallocd [--interval SECONDS] [--print] [--once] [--stats] [--btf PATH]
+ *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
+ *              [--btf PATH]
  *
  * Needs root (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN) and a kernel with BTF; without either it
  * exits 1 with one line saying which. SIGTERM or SIGINT: detaches its programs and exits 0.
@@ -160,10 +161,12 @@ static uint64_t monotonic_ms(void)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: tierallocd [--interval SECONDS] [--print] [--once] [--stats] "
-		"[--btf PATH]\n"
+		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
+		"[--stats] [--btf PATH]\n"
 		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
 		"                at least 0.05)\n"
+		"  --rescan S    look for new segments every S seconds (default 2), and at\n"
+		"                once when an unknown cgroup's pages are promoted\n"
 		"  --print       print them each time, and the segments found and alarms raised\n"
 		"  --stats       print the programs' run count and time too (BPF stats)\n"
 		"  --once        attach, wait one interval, print, detach and exit\n"
@@ -172,7 +175,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	double interval = 0.25;
+	double interval = 0.25, rescan = 2;
 	bool print = false, once = false, stats = false;
 	const char *btf = "/sys/kernel/btf/vmlinux";
 	for (int i = 1; i < argc; i++) {
@@ -181,6 +184,13 @@ int main(int argc, char **argv)
 			interval = strtod(argv[++i], &end);
 			if (*end != '\0' || !(interval >= 0.05 && interval <= 3600)) {
 				fprintf(stderr, "tierallocd: bad --interval \"%s\"\n", argv[i]);
+				return 2;
+			}
+		} else if (strcmp(argv[i], "--rescan") == 0 && i + 1 < argc) {
+			char *end;
+			rescan = strtod(argv[++i], &end);
+			if (*end != '\0' || !(rescan >= 0.05 && rescan <= 3600)) {
+				fprintf(stderr, "tierallocd: bad --rescan \"%s\"\n", argv[i]);
 				return 2;
 			}
 		} else if (strcmp(argv[i], "--print") == 0) {
@@ -257,13 +267,17 @@ int main(int argc, char **argv)
 			"tierallocd: no promotion alerts (%s): the workers learn of "
 			"promotions at each interval only\n",
 			strerror(errno));
-	/* New segments are looked for every 2 s or so: a scan walks /proc. */
-	unsigned rescan_every = interval >= 2 ? 1 : (unsigned)(2 / interval);
+	/* New segments are looked for every --rescan seconds (a scan walks /proc), rounded to
+	 * intervals. */
+	unsigned rescan_every = interval >= rescan ? 1 : (unsigned)(rescan / interval + 0.5);
 	uint32_t flags = exact ? TA_SHM_AGENT_EXACT_NODES : 0;
 	uint32_t interval_ms = (uint32_t)(interval * 1000 + 0.5);
+	uint64_t last_rescan_ms = 0;
 	for (unsigned round = 0; !stop; round++) {
-		if (round % rescan_every == 0)
+		if (round % rescan_every == 0) {
 			ta_agent_segments_rescan(segments, print);
+			last_rescan_ms = monotonic_ms();
+		}
 		/* Wait for the interval, serving promotion alerts meanwhile: the cgroups they
 		 * name get their counts, and perhaps an alarm, at once. */
 		uint64_t deadline = monotonic_ms() + interval_ms;
@@ -277,6 +291,16 @@ int main(int argc, char **argv)
 			}
 			alerted.n = 0;
 			ring_buffer__poll(alerts, (int)(deadline - now));
+			bool unknown = false;
+			for (size_t i = 0; i < alerted.n; i++)
+				unknown |= !ta_agent_segments_has(segments, alerted.ids[i]);
+			/* Promotions in a cgroup without a known segment: a container may just
+			 * have started one. Look again, at most twice a second (the cgroups
+			 * without tieralloc alert too). */
+			if (unknown && monotonic_ms() - last_rescan_ms >= 500) {
+				ta_agent_segments_rescan(segments, print);
+				last_rescan_ms = monotonic_ms();
+			}
 			size_t mine = 0;
 			for (size_t i = 0; i < alerted.n; i++)
 				if (ta_agent_segments_has(segments, alerted.ids[i]))

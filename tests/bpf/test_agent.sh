@@ -43,6 +43,9 @@ echo "== bad option"
 rc=0
 "$AGENT" --interval 0 >/dev/null 2>&1 || rc=$?
 [[ $rc == 2 ]] || ta_fail "--interval 0: exit status $rc, want 2"
+rc=0
+"$AGENT" --rescan 0 >/dev/null 2>&1 || rc=$?
+[[ $rc == 2 ]] || ta_fail "--rescan 0: exit status $rc, want 2"
 
 STAT=$TA_TEST_BUILDDIR/tools/tieralloc-stat
 SEG=/tieralloc-v1-agenttest-$$

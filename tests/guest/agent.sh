@@ -19,9 +19,11 @@
 #                     cgroup with memory.max 512M (tier 0 full, the rest on node 1, the gate
 #                     shut), and promote_work, in the same cgroup but not under tieralloc, has
 #                     64 MiB on node 1 that NUMA balancing promotes (nothing binds it). The agent
-#                     writes the promotions into X's segment (within 10% of what move_pages sees
-#                     moved) and raises alarms, which enforce_work's worker takes; it demotes its
-#                     own memory for what was promoted, down to where the gate shut, so that
+#                     finds X's segment when X's pages are promoted (its periodic look is
+#                     60 s apart here), writes the promotions into it (within 10% of what
+#                     move_pages sees moved) and raises alarms, which enforce_work's worker
+#                     takes; it demotes its own memory for what was promoted, down to where the
+#                     gate shut, so that
 #                     node 0 stays within the share: a burst of promotions lands before anything
 #                     can react, but node 0 is back within the share in 1 s and stays there
 #                     (4 MiB of slack). The largest excess is reported, and so is the same run
@@ -51,7 +53,9 @@ echo 1 >/proc/sys/kernel/numa_balancing
 echo 100 >$SCAN/scan_delay_ms
 echo 100 >$SCAN/scan_period_min_ms
 
-"$AGENT" --print --stats --interval 0.5 >$W/agent.out 2>$W/agent.err &
+# --rescan 60: after its first look, the agent finds new segments only when their cgroup's
+# pages are promoted (agent.quota depends on that).
+"$AGENT" --print --stats --interval 0.5 --rescan 60 >$W/agent.out 2>$W/agent.err &
 agent=$!
 tries=0
 while ! grep -q "^tierallocd: attached" $W/agent.out && [ $tries -lt 100 ]; do
@@ -178,6 +182,7 @@ quota_run() {
 		return 1
 	fi
 	seg=$(seg_of "$qcg")
+	qseg=$seg
 	share=$(share0 "$seg" $((512 * M)))
 	settle_n0 "$qcg" "$share"
 	sleep 1
@@ -244,6 +249,8 @@ else
 		fail agent.quota "NUMA balancing promoted too little to tell ($moved pages)"
 	elif ! within "${promoted:-0}" "$moved" $((moved / 10)); then
 		fail agent.quota "the segment says $promoted pages promoted, move_pages saw $moved"
+	elif ! grep -q "^tierallocd: segment .*/$qseg:" $W/agent.out; then
+		fail agent.quota "the agent did not find the segment when its cgroup's pages moved"
 	elif [ "${alarm:-0}" -lt 1 ] || [ "$taken" != "$alarm" ]; then
 		fail agent.quota "alarms raised ${alarm:-none}, taken ${taken:-none}"
 	elif [ "$demoted" -le 0 ]; then
