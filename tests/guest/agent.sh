@@ -22,8 +22,8 @@
 #                     finds X's segment when X's pages are promoted (its periodic look is
 #                     60 s apart here), writes the promotions into it (within 10% of what
 #                     move_pages sees moved) and raises alarms, which enforce_work's worker
-#                     takes; it demotes its own memory for what was promoted, down to where the
-#                     gate shut, so that
+#                     takes (tieralloc-stat --json shows the counts); it demotes its own memory
+#                     for what was promoted, down to where the gate shut, so that
 #                     node 0 stays within the share: a burst of promotions lands before anything
 #                     can react, but node 0 is back within the share in 1 s and stays there
 #                     (4 MiB of slack). The largest excess is reported, and so is the same run
@@ -222,6 +222,7 @@ quota_run() {
 	promoted=$(kv "$("$PEEK" "$seg" | grep '^agent_tier=0 ')" promoted)
 	demoted=$(($(peek_tier "$seg" 0 demoted) - d0))
 	"$STAT" --name "/$seg" | sed -n '/^kernel migrations/,$p' | sed 's/^/   /'
+	json=$("$STAT" --json --name "/$seg")
 	work_cmd "$1" verify
 	verify=$REPLY
 	work_quit "$1"
@@ -251,6 +252,9 @@ else
 		fail agent.quota "the segment says $promoted pages promoted, move_pages saw $moved"
 	elif ! grep -q "^tierallocd: segment .*/$qseg:" $W/agent.out; then
 		fail agent.quota "the agent did not find the segment when its cgroup's pages moved"
+	elif ! echo "$json" | grep -q '"agent":{"available":true' ||
+		! echo "$json" | grep -q "\"migrations\":{\"promoted\":$promoted,"; then
+		fail agent.quota "tieralloc-stat --json does not show the agent's counts: $json"
 	elif [ "${alarm:-0}" -lt 1 ] || [ "$taken" != "$alarm" ]; then
 		fail agent.quota "alarms raised ${alarm:-none}, taken ${taken:-none}"
 	elif [ "$demoted" -le 0 ]; then
