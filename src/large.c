@@ -8,7 +8,7 @@
  * memory of the tier). Now the object gets exactly the bytes it asked for.
  *
  * The table is a two-level radix tree over 64 KiB granules of the address space. Every large
- * object starts in a granule of its own: it is over 64 KiB (large_alloc makes sure of that), or
+ * object starts in a granule of its own: it is over 64 KiB (large_alloc_in makes sure of it), or
  * aligned to more than 64 KiB. So a granule names at most one object, and a record whose user
  * address is not the pointer's is not its record. Lookups take no lock: nodes and records are
  * never unmapped (records are reused), and the user address is checked after the load.
