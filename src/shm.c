@@ -256,11 +256,14 @@ unsigned ta_shm_reclaim_dead(struct ta_shm *shm)
 		if (!atomic_compare_exchange_strong(&s->pid, &pid, UINT32_MAX))
 			continue;
 		for (unsigned t = 0; t < ntiers; t++) {
+			/* All of it, whatever it is: the tier's counter holds the same amount (the
+			 * counters are modular), so a process that died holding an absurd charge
+			 * (a huge request charged by force before it failed) leaves nothing behind.
+			 * Only a plausible amount counts as reclaimed memory. */
 			uint64_t c = atomic_exchange(&s->charged[t], 0);
-			if (c != 0 && c < (1ull << 62)) {
-				atomic_fetch_sub(&shm->tiers[t].charged, c);
+			atomic_fetch_sub(&shm->tiers[t].charged, c);
+			if (c < (1ull << TA_ADDR_BITS))
 				atomic_fetch_add(&shm->tiers[t].reclaimed, c);
-			}
 		}
 		atomic_store(&s->start_time, 0);
 		atomic_store(&s->pid, 0);
