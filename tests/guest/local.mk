@@ -4,7 +4,7 @@ tests_guest_placement_SOURCES = tests/guest/placement.c
 tests_guest_placement_LDADD = src/libtacore.la
 # Run under the preload, not linked with tieralloc.
 check_PROGRAMS += tests/guest/enforce_work
-tests_guest_enforce_work_SOURCES = tests/guest/enforce_work.c
+tests_guest_enforce_work_SOURCES = tests/guest/enforce_work.c tests/lib/size_arg.h
 tests_guest_enforce_work_LDADD = -lpthread $(DL_LIBS)
 check_PROGRAMS += tests/guest/promote_work
 tests_guest_promote_work_SOURCES = tests/guest/promote_work.c

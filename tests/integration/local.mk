@@ -66,7 +66,7 @@ tests_integration_prog_stdio_exit_CFLAGS = $(ta_it_cflags)
 tests_integration_prog_stdio_exit_LDFLAGS = $(ta_it_ldflags)
 tests_integration_prog_stdio_exit_LDADD = $(DL_LIBS)
 
-tests_integration_prog_blocks_SOURCES = tests/integration/prog_blocks.c
+tests_integration_prog_blocks_SOURCES = tests/integration/prog_blocks.c tests/lib/size_arg.h
 tests_integration_prog_blocks_CFLAGS = $(ta_it_cflags)
 tests_integration_prog_blocks_LDFLAGS = $(ta_it_ldflags)
 tests_integration_prog_blocks_LDADD = $(DL_LIBS)

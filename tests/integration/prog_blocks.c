@@ -14,18 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static size_t parse_size(const char *s)
-{
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (*end == 'K')
-		v <<= 10;
-	else if (*end == 'M')
-		v <<= 20;
-	else if (*end != '\0')
-		v = 0;
-	return (size_t)v;
-}
+#include "../lib/size_arg.h"
 
 int main(int argc, char **argv)
 {

@@ -30,7 +30,7 @@ tests_quota_shm_forge_SOURCES = tests/quota/shm_forge.c include/tieralloc/shm_ab
 tests_quota_shm_forge_CPPFLAGS = -I$(top_srcdir)/include
 tests_quota_shm_forge_CFLAGS = $(WARN_CFLAGS)
 
-tests_quota_quota_hog_SOURCES = tests/quota/quota_hog.c
+tests_quota_quota_hog_SOURCES = tests/quota/quota_hog.c tests/lib/size_arg.h
 tests_quota_quota_hog_CFLAGS = $(WARN_CFLAGS) -pthread
 tests_quota_quota_hog_LDFLAGS = -pthread
 tests_quota_quota_hog_LDADD = $(DL_LIBS)

@@ -46,6 +46,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../lib/size_arg.h"
+
 #define MAX_THREADS 64
 #define MAX_TIERS   3
 
@@ -84,19 +86,6 @@ static void *map(size_t bytes)
 		exit(99);
 	}
 	return p;
-}
-
-static size_t parse_size(const char *s)
-{
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (*end == 'K')
-		v <<= 10;
-	else if (*end == 'M')
-		v <<= 20;
-	else if (*end != '\0')
-		v = 0;
-	return (size_t)v;
 }
 
 static void *work(void *arg)
