@@ -29,18 +29,12 @@
 #                     (4 MiB of slack). The largest excess is reported, and so is the same run
 #                     with the agent stopped.
 B=$1
-AGENT=$B/bpf/tierallocd
-PROMOTE=$B/tests/guest/promote_work
-PRELOAD=$B/preload/.libs/libtieralloc-preload.so
-WORK=$B/tests/guest/enforce_work
-PEEK=$B/tests/quota/shm_peek
-STAT=$B/tools/tieralloc-stat
-W=/tmp/agent
-M=1048576
-CONVERGE_S=20
-failed=0
 # shellcheck source=tests/guest/lib.sh
 . "$2/tests/guest/lib.sh"
+AGENT=$B/bpf/tierallocd
+PROMOTE=$B/tests/guest/promote_work
+W=/tmp/agent
+failed=0
 
 if [ ! -x "$AGENT" ]; then
 	echo "agent: not built here (no clang, bpftool or libbpf at configure time): skipped"
@@ -79,10 +73,10 @@ count() {
 # ------------------------------------------------------------- agent.promotions
 cg_new ta-x max
 x=$cg
-x_id=$(stat -c %i "$x")
+x_id=$cg_id
 cg_new ta-y max
 y=$cg
-y_id=$(stat -c %i "$y")
+y_id=$cg_id
 (echo 0 >"$y/cgroup.procs" && exec sleep 8) &
 idle=$!
 (echo 0 >"$x/cgroup.procs" && exec "$PROMOTE" 32 4) >$W/promote.out 2>&1
@@ -110,10 +104,10 @@ if ! head -1 $W/agent.out | grep -q "migrate_pages() arguments"; then
 else
 	cg_new ta-a max
 	a=$cg
-	a_id=$(stat -c %i "$a")
+	a_id=$cg_id
 	cg_new ta-b max
 	b=$cg
-	b_id=$(stat -c %i "$b")
+	b_id=$cg_id
 	(echo 0 >"$a/cgroup.procs" && exec "$PROMOTE" 16 4 "$b") >$W/attr.out 2>&1
 	sleep 1.2
 	moved=$(kv "$(cat $W/attr.out)" node0)
@@ -136,7 +130,7 @@ fi
 # ------------------------------------------------------------- agent.demotion
 cg_new ta-z 768M
 z=$cg
-z_id=$(stat -c %i "$z")
+z_id=$cg_id
 mkfifo $W/z.in
 exec 3<>$W/z.in
 : >$W/z.out

@@ -29,17 +29,11 @@
 #       once memory.max drops again the gate closes and node 0 comes back under the share and
 #       stays there while the chase goes on.
 B=$1
-PRELOAD=$B/preload/.libs/libtieralloc-preload.so
-WORK=$B/tests/guest/enforce_work
-PEEK=$B/tests/quota/shm_peek
-STAT=$B/tools/tieralloc-stat
-W=/tmp/enforce
-M=1048576
-CONVERGE_S=20
-RECLAIM_MIN=$((32 * M))
-failed=0
 # shellcheck source=tests/guest/lib.sh
 . "$2/tests/guest/lib.sh"
+W=/tmp/enforce
+RECLAIM_MIN=$((32 * M))
+failed=0
 
 rm -rf $W
 mkdir -p $W

@@ -1,7 +1,13 @@
 # SPDX-License-Identifier: MIT
-# Helpers of the guest test scripts (quota.sh, enforce.sh, agent.sh), sourced by busybox sh. They
-# use $failed, $M and, for peek_tier, $PEEK from the sourcing script; the enforce_work helpers
-# (work_*) $W, $PRELOAD and $WORK, settle_n0 $CONVERGE_S.
+# Helpers of the guest test scripts (quota.sh, enforce.sh, agent.sh), sourced by busybox sh after
+# they set B (the build directory), $failed and $W (their scratch directory). The programs they
+# share are named here; settle_n0 uses $CONVERGE_S (20 s unless the script says otherwise).
+PRELOAD=$B/preload/.libs/libtieralloc-preload.so
+WORK=$B/tests/guest/enforce_work
+PEEK=$B/tests/quota/shm_peek
+STAT=$B/tools/tieralloc-stat
+M=1048576
+: "${CONVERGE_S:=20}"
 
 pass() { echo "PASS $1"; }
 fail() {
@@ -10,11 +16,12 @@ fail() {
 }
 mib() { echo "$(($1 / M))M"; }
 
-# cg_new NAME MAX: a fresh cgroup with that memory.max.
+# cg_new NAME MAX: a fresh cgroup with that memory.max, in $cg; its id (inode) in $cg_id.
 cg_new() {
 	cg=/sys/fs/cgroup/$1
 	[ -d $cg ] && rmdir $cg
 	mkdir $cg && echo "$2" >$cg/memory.max
+	cg_id=$(stat -c %i "$cg")
 }
 
 # kv LINE KEY: the value of KEY in a "key=value ..." line.

@@ -25,22 +25,18 @@
 # block (chunk headers, memkind's metadata as its arenas grow, stacks), and a tier's charge stops
 # short of its max by the threads' unused stock (< 2 x 264 KiB here).
 B=$1
-PRELOAD=$B/preload/.libs/libtieralloc-preload.so
+# shellcheck source=tests/guest/lib.sh
+. "$2/tests/guest/lib.sh"
 HOG=$B/tests/quota/quota_hog
-PEEK=$B/tests/quota/shm_peek
-STAT=$B/tools/tieralloc-stat
 W=/tmp/quota
-M=1048576
 TOL=$((16 * M))
-# The workload of residency and fairness: WORK MiB in cgroups with memory.max CGMAX MiB. The
+# The workload of residency and fairness: WORK_MIB MiB in cgroups with memory.max CGMAX MiB. The
 # margin (96 MiB) covers what each process has besides its blocks (~50 MiB once both tiers'
 # memkind kinds are set up, see above): without it the kernel's OOM killer ends the workload.
 CGMAX=384
-WORK=288
+WORK_MIB=288
 SETTLE_S=10
 failed=0
-# shellcheck source=tests/guest/lib.sh
-. "$2/tests/guest/lib.sh"
 
 rm -rf $W
 mkdir -p $W
@@ -217,7 +213,7 @@ settle() {
 # ---------------------------------------------------------------- quota.residency
 cg_new tq-resid ${CGMAX}M
 hog_start res 3 $cg
-if warm res && base=$(anon $cg) && hog_cmd res "alloc ${WORK}M 4K 1"; then
+if warm res && base=$(anon $cg) && hog_cmd res "alloc ${WORK_MIB}M 4K 1"; then
 	seg=$(seg_of $cg)
 	max0=$(peek_tier "$seg" 0 max)
 	settle $cg "$max0"
@@ -225,14 +221,14 @@ if warm res && base=$(anon $cg) && hog_cmd res "alloc ${WORK}M 4K 1"; then
 	set -- $base $(anon $cg)
 	d0=$(($3 - $1))
 	d1=$(($4 - $2))
-	echo "residency: memory.max ${CGMAX}M, tier-0 max $(mib "$max0"); ${WORK}M allocated: $REPLY"
+	echo "residency: memory.max ${CGMAX}M, tier-0 max $(mib "$max0"); ${WORK_MIB}M allocated: $REPLY"
 	echo "residency: numa_stat anon N0 $(mib "$3") N1 $(mib "$4") (before the workload N0 $(mib "$1") N1" \
 		"$(mib "$2"); growth N0 $(mib "$d0") N1 $(mib "$d1"))"
 	"$STAT" --name "/$seg"
-	if within "$3" "$max0" $TOL && within $((d0 + d1)) $((WORK * M)) $TOL; then
+	if within "$3" "$max0" $TOL && within $((d0 + d1)) $((WORK_MIB * M)) $TOL; then
 		pass quota.residency
 	else
-		fail quota.residency "N0 is $(mib "$3") (want the tier-0 max $(mib "$max0") +- $(mib $TOL)); N0 + N1 grew by $(mib $((d0 + d1))) (want $(mib $((WORK * M))) +- $(mib $TOL))"
+		fail quota.residency "N0 is $(mib "$3") (want the tier-0 max $(mib "$max0") +- $(mib $TOL)); N0 + N1 grew by $(mib $((d0 + d1))) (want $(mib $((WORK_MIB * M))) +- $(mib $TOL))"
 	fi
 	hog_quit res
 	rm -f "/dev/shm/$seg"
@@ -242,7 +238,8 @@ fi
 rmdir $cg
 
 # ---------------------------------------------------------------- quota.fairness
-# fair FIRST SECOND [VAR=value...]: start FIRST, let it take its WORK MiB, then SECOND; both hold.
+# fair FIRST SECOND [VAR=value...]: start FIRST, let it take its WORK_MIB MiB, then SECOND;
+# both hold.
 # Sets r_<name> to "N0-growth N1-growth tier-0-max N0 N1" per cgroup.
 fair() {
 	first=$1
@@ -256,7 +253,7 @@ fair() {
 		hogfd=$((hogfd + 1))
 		warm $x || ok=0
 		eval "base_$x=\"$(anon $cg)\""
-		hog_cmd $x "alloc ${WORK}M 4K 1" || ok=0
+		hog_cmd $x "alloc ${WORK_MIB}M 4K 1" || ok=0
 	done
 	for x in $first $second; do
 		c=/sys/fs/cgroup/tq-$x
@@ -277,8 +274,8 @@ fair() {
 	return $((1 - ok))
 }
 
-# check_fair: each cgroup's N0 is its tier-0 max (TOL) and its blocks grew N0 + N1 by WORK ($order
-# names the run).
+# check_fair: each cgroup's N0 is its tier-0 max (TOL) and its blocks grew N0 + N1 by
+# WORK_MIB ($order names the run).
 # shellcheck disable=SC2120 # $1.. come from the eval'd set
 check_fair() {
 	why=
@@ -286,7 +283,7 @@ check_fair() {
 		eval "set -- \$r_$x"
 		echo "fairness $order: cgroup $x: anon growth N0 $(mib "$1") N1 $(mib "$2") (tier-0 max" \
 			"$(mib "$3"); N0 $(mib "$4") N1 $(mib "$5") in all)"
-		if ! within "$4" "$3" $TOL || ! within $(($1 + $2)) $((WORK * M)) $TOL; then
+		if ! within "$4" "$3" $TOL || ! within $(($1 + $2)) $((WORK_MIB * M)) $TOL; then
 			why="$why $x: N0 $(mib "$4") (+$(mib "$1")), N1 +$(mib "$2") vs tier-0 max $(mib "$3");"
 		fi
 	done
