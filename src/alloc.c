@@ -249,7 +249,7 @@ static void *large_alloc_in(unsigned t, size_t size, size_t align, bool zero)
 	/* Every large object must start in a 64 KiB granule of its own (the address table's
 	 * key): a small one with a modest alignment is given a granule's worth. */
 	size_t bytes = size;
-	if (bytes <= TA_SMALL_MAX && align <= TA_PAGE_SIZE)
+	if (bytes <= TA_SMALL_MAX && align <= TA_SMALL_MAX)
 		bytes = TA_SMALL_MAX + 1;
 	if (bytes == 0)
 		bytes = 1; /* memkind gives no block for 0 bytes, and 0 must have one of its own */

@@ -53,6 +53,7 @@ static struct ta_chunk *chunk_new(unsigned tier)
 	c->gate_state = 0;
 	c->demoted = 0;
 	memset(c->page_class, TA_PAGE_NONE, sizeof(c->page_class));
+	memset(c->run_pages, 0, sizeof(c->run_pages));
 	struct ta_arena *a = &ta_arenas[tier];
 	c->next = a->chunks;
 	a->chunks = c;
@@ -67,20 +68,23 @@ static struct ta_chunk *chunk_new(unsigned tier)
 static char *run_new(unsigned tier, unsigned cls, char **end)
 {
 	struct ta_arena *a = &ta_arenas[tier];
-	unsigned pages = ta_class_run_pages(cls);
 	pthread_mutex_lock(&a->chunk_lock);
 	struct ta_chunk *c = a->cur;
-	if (c == NULL || c->pages_used + pages > TA_CHUNK_PAGES) {
+	/* The end of a chunk takes a shorter run rather than being left unused. */
+	unsigned pages = c != NULL ? ta_class_run_fit(cls, TA_CHUNK_PAGES - c->pages_used) : 0;
+	if (pages == 0) {
 		c = chunk_new(tier);
 		if (c == NULL) {
 			pthread_mutex_unlock(&a->chunk_lock);
 			return NULL;
 		}
 		a->cur = c;
+		pages = ta_class_run_pages(cls);
 	}
 	unsigned first = c->pages_used;
 	for (unsigned i = 0; i < pages; i++)
 		c->page_class[first + i] = (uint8_t)cls;
+	c->run_pages[first] = (uint8_t)pages;
 	c->pages_used += pages;
 	c->carved_ns = ta_monotonic_ns();
 	pthread_mutex_unlock(&a->chunk_lock);
@@ -290,8 +294,8 @@ int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to)
 		if (cls >= TA_NCLASSES)
 			continue;
 		size_t size = ta_class_size[cls];
-		unsigned run = ta_class_run_pages(cls);
-		carved += (uint64_t)(run * TA_PAGE_SIZE / size) * size;
+		unsigned run = c->run_pages[p] != 0 ? c->run_pages[p] : 1;
+		carved += (uint64_t)((size_t)run * TA_PAGE_SIZE / size) * size;
 		p += run - 1;
 		if (seen[cls])
 			continue;

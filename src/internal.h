@@ -46,7 +46,7 @@
 
 #define TA_CHUNK_SHIFT 22
 #define TA_CHUNK_SIZE  ((size_t)1 << TA_CHUNK_SHIFT)
-#define TA_PAGE_SHIFT  16
+#define TA_PAGE_SHIFT  14 /* runs are cut in 16 KiB pages; page 0 is the chunk's header */
 #define TA_PAGE_SIZE   ((size_t)1 << TA_PAGE_SHIFT)
 #define TA_CHUNK_PAGES (TA_CHUNK_SIZE / TA_PAGE_SIZE)
 #define TA_SMALL_MAX   ((size_t)65536)
@@ -173,8 +173,12 @@ static inline unsigned ta_size_class(size_t n)
 }
 /* Smallest class >= size whose objects are all aligned to align, or TA_NCLASSES. */
 unsigned ta_size_class_aligned(size_t size, size_t align);
-/* 64 KiB pages in one run of this class. */
+/* Pages of one run of this class (16 KiB pages; at least four objects, little waste). */
+#define TA_RUN_MAX_PAGES 16u
 unsigned ta_class_run_pages(unsigned cls);
+/* Pages of the run to cut where only room pages are left: the whole run when it fits, else the
+ * pages that hold as many whole objects as fit (0: not even one). */
+unsigned ta_class_run_fit(unsigned cls, unsigned room);
 
 /* ---- arena.c: per-tier chunks, runs and central free lists ---- */
 struct ta_chunk {
@@ -186,6 +190,7 @@ struct ta_chunk {
 	uint32_t gate_state;   /* 1: relaxed by the promotion gate, 0: bound (gate.c, the pass) */
 	uint32_t demoted;      /* moved down by demotion: the gate never lets it be promoted */
 	uint8_t page_class[TA_CHUNK_PAGES];
+	uint8_t run_pages[TA_CHUNK_PAGES]; /* at a run's first page: its length; 0 elsewhere */
 };
 #define TA_CHUNK_MAGIC 0x74696572636b6e31ull /* "tierckn1" */
 #define TA_PAGE_NONE   0xff

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Size classes: 16-byte steps up to 128, then four classes per doubling up to 64 KiB (at most 25%
- * internal fragmentation, as jemalloc). Runs are whole 64 KiB pages, at least four objects each,
- * so a class's objects sit at run start + k * size: a class whose size is a multiple of a power of
- * two A serves allocations aligned to A.
+ * internal fragmentation, as jemalloc). Runs are whole 16 KiB pages holding at least four objects,
+ * sized so that the bytes after the last object are at most 1/128 of the run where that takes no
+ * more than 16 pages (else the least waste in 16 pages): four 40 KiB objects fill 160 KiB exactly,
+ * where whole 64 KiB pages left 32 KiB of every 192 KiB unused. A class's objects sit at
+ * run start + k * size, so a class whose size is a multiple of a power of two A <= 16 KiB serves
+ * allocations aligned to A.
  */
 #include "internal.h"
 
@@ -39,10 +42,33 @@ unsigned ta_size_class_aligned(size_t size, size_t align)
 	return TA_NCLASSES;
 }
 
+/* Bytes of a run of pages that no object of size can use. */
+static size_t run_waste(size_t size, unsigned pages)
+{
+	return ((size_t)pages * TA_PAGE_SIZE) % size;
+}
+
 unsigned ta_class_run_pages(unsigned cls)
 {
-	size_t bytes = (size_t)ta_class_size[cls] * 4;
-	if (bytes < TA_PAGE_SIZE)
-		bytes = TA_PAGE_SIZE;
-	return (unsigned)((bytes + TA_PAGE_SIZE - 1) / TA_PAGE_SIZE);
+	size_t size = ta_class_size[cls];
+	unsigned first = (unsigned)((size * 4 + TA_PAGE_SIZE - 1) / TA_PAGE_SIZE);
+	unsigned last = first > TA_RUN_MAX_PAGES ? first : TA_RUN_MAX_PAGES;
+	unsigned best = first;
+	for (unsigned pages = first; pages <= last; pages++) {
+		if (run_waste(size, pages) * 128 <= (size_t)pages * TA_PAGE_SIZE)
+			return pages;
+		if (run_waste(size, pages) * best < run_waste(size, best) * pages)
+			best = pages;
+	}
+	return best;
+}
+
+unsigned ta_class_run_fit(unsigned cls, unsigned room)
+{
+	size_t size = ta_class_size[cls];
+	unsigned pages = ta_class_run_pages(cls);
+	if (room >= pages)
+		return pages;
+	size_t objects = (size_t)room * TA_PAGE_SIZE / size;
+	return (unsigned)((objects * size + TA_PAGE_SIZE - 1) / TA_PAGE_SIZE);
 }

@@ -101,14 +101,37 @@ static void test_runs(void)
 		/* At least four objects per run, so that big classes are not one mmap per object.
 		 */
 		expect_ge(bytes / ta_class_size[c], 4);
-		/* No page more than needed for four objects. */
-		if (pages > 1)
-			expect_lt((size_t)(pages - 1) * TA_PAGE_SIZE, (size_t)ta_class_size[c] * 4);
+		/* At most 16 pages, and at most 1/128 of the run after its last object. */
+		expect_le(pages, TA_RUN_MAX_PAGES);
+		expect_le((bytes % ta_class_size[c]) * 128, bytes);
+		/* The end of a chunk: the whole run if it fits, else whole objects only. */
+		expect_eq(ta_class_run_fit(c, pages), pages);
+		expect_eq(ta_class_run_fit(c, TA_CHUNK_PAGES), pages);
+		unsigned one = (unsigned)((ta_class_size[c] + TA_PAGE_SIZE - 1) / TA_PAGE_SIZE);
+		expect_eq(ta_class_run_fit(c, one), one);
+		if (one > 1)
+			expect_eq(ta_class_run_fit(c, one - 1), 0);
+		for (unsigned room = 1; room < pages; room++) {
+			unsigned fit = ta_class_run_fit(c, room);
+			size_t objects = (size_t)room * TA_PAGE_SIZE / ta_class_size[c];
+			expect_le(fit, room);
+			expect_eq((size_t)fit * TA_PAGE_SIZE / ta_class_size[c], objects);
+		}
 		/* Thread caches hold a few objects of every class. */
 		expect_ge(ta_class_cache_cap[c], 4);
 		expect_le(ta_class_cache_cap[c], 256);
 	}
 	test_context("%s", "");
+	/* 64 KiB objects: 16 pages hold four; a chunk's last 15 pages hold three. */
+	unsigned c64 = ta_size_class(65536);
+	expect_eq(ta_class_run_pages(c64), 16);
+	expect_eq(ta_class_run_fit(c64, 15), 12);
+	expect_eq(ta_class_run_fit(c64, 3), 0);
+	/* 40 KiB objects: four in 160 KiB exactly (whole 64 KiB pages left 32 KiB of 192 unused).
+	 */
+	expect_eq(ta_class_run_pages(ta_size_class(40960)), 10);
+	/* 1280-byte objects: one page leaves 1 KiB of 16 unused; four leave 256 bytes of 64 KiB. */
+	expect_eq(ta_class_run_pages(ta_size_class(1280)), 4);
 }
 
 int main(int argc, char **argv)
