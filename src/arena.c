@@ -21,12 +21,9 @@ static unsigned arena_count;
 int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
 {
 	size_t map_size = (size_t)1 << (TA_ADDR_BITS - TA_CHUNK_SHIFT);
-	void *map = (void *)syscall(SYS_mmap, NULL, map_size, PROT_READ | PROT_WRITE,
-				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (map == MAP_FAILED)
+	void *map = ta_pages_map(map_size, true); /* a few bytes of it are touched */
+	if (map == NULL)
 		return -ENOMEM;
-	/* A few bytes of it are touched; with THP "always" each would cost a 2 MiB page. */
-	syscall(SYS_madvise, map, map_size, MADV_NOHUGEPAGE);
 	for (unsigned t = 0; t < TA_MAX_TIERS; t++) {
 		struct ta_arena *a = &ta_arenas[t];
 		for (unsigned c = 0; c < TA_NCLASSES; c++)

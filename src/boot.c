@@ -6,8 +6,6 @@
  * extensions; nothing is ever reused. free() recognises these pointers by address and ignores them.
  */
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -70,9 +68,8 @@ void *ta_boot_alloc(size_t size, size_t align)
 				  ? size + align + BOOT_HDR + 4096
 				  : BOOT_EXT_SIZE;
 		want = (want + 4095) & ~(size_t)4095;
-		void *m = (void *)syscall(SYS_mmap, NULL, want, PROT_READ | PROT_WRITE,
-					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (m == MAP_FAILED) {
+		void *m = ta_pages_map(want, false);
+		if (m == NULL) {
 			errno = ENOMEM;
 			return NULL;
 		}
@@ -82,7 +79,7 @@ void *ta_boot_alloc(size_t size, size_t align)
 			atomic_store_explicit(&regions[n].used, 0, memory_order_relaxed);
 			atomic_store_explicit(&regions[n].base, (char *)m, memory_order_release);
 		} else {
-			syscall(SYS_munmap, m, want);
+			ta_pages_unmap(m, want);
 		}
 	}
 }

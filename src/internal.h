@@ -143,6 +143,11 @@ int ta_topo_tier_by_name(const struct ta_topology *topo, const char *s, size_t l
 /* Read a small file whole with raw syscalls; returns bytes read or -errno. */
 ssize_t ta_read_file(const char *path, char *buf, size_t size);
 
+/* ---- pages.c: anonymous memory for metadata, never in huge pages ---- */
+/* bytes of zeroed memory, or NULL; reserve_only: address space that is touched sparsely. */
+void *ta_pages_map(size_t bytes, bool reserve_only);
+void ta_pages_unmap(void *p, size_t bytes);
+
 /* ---- backend.c: the only includer of memkind.h ---- */
 struct ta_backend_tier {
 	char kind_name[32];

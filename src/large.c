@@ -15,7 +15,6 @@
  * Records and a spare node come from the pool of a shard of the registry (cold.c), under its
  * lock; a node is put in the table with a compare-and-swap, since shards set entries at once.
  */
-#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -32,8 +31,7 @@ static _Atomic(struct leaf *) root[1u << ROOT_BITS]; /* 512 KiB of BSS, touched 
 
 static void *map_zeroed(size_t bytes)
 {
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
+	return ta_pages_map(bytes, false);
 }
 
 struct ta_large *ta_large_record_new(struct ta_large_pool *pool)

@@ -10,8 +10,6 @@
  * stay within its limit, and its charge within limit + the last refill's batch.
  */
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -71,9 +69,8 @@ struct ta_tcache *ta_tcache_get(void)
 	if (tc != NULL) {
 		spare = tc->next;
 	} else {
-		void *m = (void *)syscall(SYS_mmap, NULL, tcache_size, PROT_READ | PROT_WRITE,
-					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (m == MAP_FAILED) {
+		void *m = ta_pages_map(tcache_size, false);
+		if (m == NULL) {
 			pthread_mutex_unlock(&registry_lock);
 			return NULL;
 		}
