@@ -36,6 +36,15 @@ int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
 	return 0;
 }
 
+/*
+ * A tier's first chunks get no transparent huge pages. Under THP "always" the first touch of any
+ * 2 MiB of a chunk faults all of it, so the chunk runs are being cut from costs up to 2 MiB more
+ * than what is in use: for a program holding a few MiB that is most of what it holds. Past
+ * TA_THP_AFTER chunks (64 MiB) that bound is under 3% of the tier's chunks, and the rest of them
+ * get huge pages as the kernel's setting says.
+ */
+#define TA_THP_AFTER 16
+
 static struct ta_chunk *chunk_new(unsigned tier)
 {
 	struct ta_chunk *c = ta_backend_alloc(tier, TA_CHUNK_SIZE, TA_CHUNK_SIZE, false);
@@ -43,6 +52,8 @@ static struct ta_chunk *chunk_new(unsigned tier)
 		atomic_fetch_add(&ta_arenas[tier].backend_failures, 1);
 		return NULL;
 	}
+	if (atomic_load_explicit(&ta_arenas[tier].nchunks, memory_order_relaxed) < TA_THP_AFTER)
+		syscall(SYS_madvise, c, TA_CHUNK_SIZE, MADV_NOHUGEPAGE);
 	c->magic = TA_CHUNK_MAGIC;
 	c->tier = tier;
 	c->pages_used = 1; /* page 0 holds this header */
