@@ -6,7 +6,7 @@ bench_bench_malloc_SOURCES = bench/bench-malloc.c
 # No malloc/free builtins: gcc could otherwise pair up and drop an allocation it sees through.
 bench_bench_malloc_CFLAGS = $(AM_CFLAGS) $(MEMKIND_CFLAGS) -fno-builtin-malloc -fno-builtin-free \
 	-pthread
-bench_bench_malloc_LDADD = src/libtieralloc.la $(MEMKIND_LIBS) $(DL_LIBS) -lpthread
+bench_bench_malloc_LDADD = src/libtieralloc.la $(MEMKIND_SHARED_LIBS) $(DL_LIBS) -lpthread
 # -no-install: a real binary (rpath to src/.libs), not a libtool wrapper script, so that
 # LD_PRELOAD reaches the benchmark itself and not a shell.
 bench_bench_malloc_LDFLAGS = -no-install

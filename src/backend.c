@@ -10,15 +10,30 @@
  *   - MEMKIND_DAX_KMEM_ALL binds to MEMKIND_DAX_KMEM_NODES (memkind's kind for CPU-less memory);
  *   - MEMKIND_HBW_ALL binds to MEMKIND_HBW_NODES.
  * memkind reads those variables once, when a kind is first used, so tieralloc shows memkind its
- * own value during memkind_check_available() (check_kind_with_nodes); a user's own value does not
- * apply to the kinds tieralloc uses, and the program's environment is never changed.
+ * own value while the kinds initialise; a user's own value does not apply to the kinds tieralloc
+ * uses, and the program's environment is never changed.
  * A tier no kind can express falls back to MEMKIND_DEFAULT (the kernel's default placement) with
  * one error line: its memory then lands wherever the task's policy puts it.
+ *
+ * Footprint. tieralloc asks memkind for 4 MiB chunks and large objects only; its own thread caches
+ * do the rest. So memkind is set up for the least memory, not for concurrency:
+ *   - one arena per kind (MEMKIND_ARENA_NUM_PER_KIND=1, in the environment memkind sees while the
+ *     kinds initialise): memkind's default, four per CPU, gave every arena its own 2 MiB metadata
+ *     block, a whole huge page once touched under THP "always";
+ *   - memkind is linked from its static archive (configure.ac), so its jemalloc is configured
+ *     through the jemk_malloc_conf symbol, read whenever it starts (memkind's own constructor
+ *     starts it, before ours): one automatic arena (memkind's build asks for 256, and each cost
+ *     a touched page of a 37 KiB block, 1 MiB in all), and no huge pages for its metadata. A
+ *     user's JEMK_MALLOC_CONF still applies on top;
+ *   - no huge pages in our .bss, which holds jemalloc's 2 MiB radix-tree root (a few entries of
+ *     it are used) and our own sparsely touched tables.
  */
-#include <dlfcn.h>
+#include <link.h>
 #include <memkind.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -27,41 +42,83 @@ static memkind_t tier_kind[TA_MAX_TIERS];
 
 enum { SLOT_DAX, SLOT_HBW, NSLOTS };
 
-static int kind_check(memkind_t kind)
-{
-	return memkind_check_available(kind);
-}
-
 /*
- * Point memkind's kind at nodes through its environment variable while memkind initialises the
- * kind (it reads the variable once, then), without touching the program's environment: a private
- * environ holding the variable and the program's other MEMKIND_* entries is swapped in for the
- * call. setenv() is not used: some programs (bash) define their own, which does not write environ
- * before their main() runs, and the variable would leak into the program and its children.
- * Only the initialising thread runs here; another thread reading the environment at this moment
- * would see the short list.
+ * memkind's environment while the kinds initialise: the program's MEMKIND_* entries, one arena
+ * per kind and, for one call, the node list of the kind being set up. Swapped into environ
+ * around memkind's calls, without touching the program's environment: setenv() is not used,
+ * because some programs (bash) define their own, which does not write environ before their main()
+ * runs, and the variables would leak into the program and its children. Only the initialising
+ * thread runs here; another thread reading the environment at this moment would see the short
+ * list.
  */
 extern char **environ;
 
-static int check_kind_with_nodes(memkind_t kind, const char *var, const char *nodes)
+enum { ENV_MAX = 64 };
+static char *private_env[ENV_MAX];
+static unsigned private_base; /* entries before the per-call node list */
+static char nodes_entry[192];
+static char arenas_entry[] = "MEMKIND_ARENA_NUM_PER_KIND=1";
+
+static bool env_is(const char *entry, const char *name)
 {
-	static char entry[192];
-	static char *private_env[64];
-	size_t vlen = strlen(var);
+	size_t n = strlen(name);
+	return strncmp(entry, name, n) == 0 && entry[n] == '=';
+}
+
+static void private_env_build(void)
+{
 	unsigned n = 0;
-	ta_format(entry, sizeof(entry), "%s=%s", var, nodes);
-	private_env[n++] = entry;
-	for (char **e = environ; e != NULL && *e != NULL && n + 1 < 64; e++) {
-		bool same = strncmp(*e, var, vlen) == 0 && (*e)[vlen] == '=';
-		if (strncmp(*e, "MEMKIND_", 8) == 0 && !same)
+	private_env[n++] = arenas_entry;
+	for (char **e = environ; e != NULL && *e != NULL && n + 2 < ENV_MAX; e++)
+		if (strncmp(*e, "MEMKIND_", 8) == 0 && !env_is(*e, "MEMKIND_ARENA_NUM_PER_KIND") &&
+		    !env_is(*e, "MEMKIND_DAX_KMEM_NODES") && !env_is(*e, "MEMKIND_HBW_NODES"))
 			private_env[n++] = *e;
+	private_base = n;
+	private_env[n] = NULL;
+}
+
+/* Check a kind under the private environment; var=nodes added when var is not NULL. */
+static int kind_check(memkind_t kind, const char *var, const char *nodes)
+{
+	unsigned n = private_base;
+	if (var != NULL) {
+		ta_format(nodes_entry, sizeof(nodes_entry), "%s=%s", var, nodes);
+		private_env[n++] = nodes_entry;
 	}
 	private_env[n] = NULL;
 	char **saved = environ;
 	environ = private_env;
-	int rc = kind_check(kind);
+	int rc = memkind_check_available(kind);
 	environ = saved;
 	return rc;
+}
+
+/* No huge pages in the anonymous part (.bss) of the writable segments of the object that holds
+ * the address arg. */
+static int bss_no_huge_pages(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	uintptr_t addr = (uintptr_t)arg, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	bool mine = false;
+	for (unsigned i = 0; i < info->dlpi_phnum && !mine; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		mine = ph->p_type == PT_LOAD && addr - lo < ph->p_memsz;
+	}
+	if (!mine)
+		return 0;
+	for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W) || ph->p_memsz <= ph->p_filesz)
+			continue;
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr + ph->p_filesz;
+		uintptr_t hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+		lo = (lo + page - 1) & ~(page - 1);
+		hi = (hi + page - 1) & ~(page - 1);
+		if (hi > lo)
+			madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
+	}
+	return 1;
 }
 
 static void use_kind(unsigned t, memkind_t kind, const char *name, bool bound)
@@ -79,7 +136,11 @@ int ta_backend_init(const struct ta_topology *topo, struct ta_options *opts)
 	static const char *const slot_name[NSLOTS] = { "MEMKIND_DAX_KMEM_ALL", "MEMKIND_HBW_ALL" };
 	memkind_t slot_kind[NSLOTS] = { MEMKIND_DAX_KMEM_ALL, MEMKIND_HBW_ALL };
 
-	if (kind_check(MEMKIND_DEFAULT) != 0) {
+	dl_iterate_phdr(bss_no_huge_pages, (void *)tier_kind);
+	ta_log(TA_LOG_DEBUG, "memkind: one arena per kind, its jemalloc started with \"%s\"",
+	       jemk_malloc_conf);
+	private_env_build();
+	if (kind_check(MEMKIND_DEFAULT, NULL, NULL) != 0) {
 		ta_log(TA_LOG_ERROR, "memkind's default kind is unavailable");
 		return -ENODEV;
 	}
@@ -88,7 +149,7 @@ int ta_backend_init(const struct ta_topology *topo, struct ta_options *opts)
 		char nodes[128];
 		ta_nodelist_format(d->nodes, nodes, sizeof(nodes));
 		if (!regular_used && d->nodes == topo->cpu_nodes &&
-		    kind_check(MEMKIND_REGULAR) == 0) {
+		    kind_check(MEMKIND_REGULAR, NULL, NULL) == 0) {
 			regular_used = true;
 			use_kind(t, MEMKIND_REGULAR, "MEMKIND_REGULAR", true);
 			continue;
@@ -103,7 +164,7 @@ int ta_backend_init(const struct ta_topology *topo, struct ta_options *opts)
 			if (slot_used[s])
 				continue;
 			slot_used[s] = true;
-			if (check_kind_with_nodes(slot_kind[s], slot_env[s], nodes) != 0) {
+			if (kind_check(slot_kind[s], slot_env[s], nodes) != 0) {
 				ta_log(TA_LOG_INFO, "tier %u (%s): %s with nodes %s unavailable", t,
 				       d->name, slot_name[s], nodes);
 				continue;
@@ -154,22 +215,17 @@ size_t ta_backend_usable_size(unsigned tier, void *raw)
 }
 
 /*
- * memkind's destructor (memkind_finalize) destroys the arenas of every kind it initialised, which
- * gives our memory back to the kernel while the process still uses it: stdio flushes its buffers
- * after every destructor has run, so a program's last output would read zeros. memkind calls
- * memkind_arena_destroy() through its PLT, so this definition wins; it keeps our kinds alive until
- * the process ends and passes any other kind (a caller's own) to memkind.
+ * memkind's destructor (memkind_finalize) finalizes every kind it initialised, which destroys the
+ * kind's jemalloc arenas and gives our memory back to the kernel while the process still uses it:
+ * stdio flushes its buffers after every destructor has run, so a program's last output would read
+ * zeros. So the kinds tieralloc uses are kept alive until the process ends, and any other kind (a
+ * caller's own) is finalized as memkind would.
  */
-int memkind_arena_destroy(memkind_t kind) __attribute__((visibility("default")));
-int memkind_arena_destroy(memkind_t kind)
+bool ta_backend_kind_kept(void *kind)
 {
 	for (unsigned t = 0; t < TA_MAX_TIERS; t++)
 		if (kind != NULL && kind == tier_kind[t])
-			return 0;
-	if (kind == MEMKIND_REGULAR || kind == MEMKIND_DAX_KMEM_ALL || kind == MEMKIND_HBW_ALL)
-		return 0; /* probed during start-up, maybe holding a chunk */
-	static int (*real_destroy)(memkind_t);
-	if (real_destroy == NULL)
-		real_destroy = (int (*)(memkind_t))dlsym(RTLD_NEXT, "memkind_arena_destroy");
-	return real_destroy != NULL ? real_destroy(kind) : 0;
+			return true;
+	/* probed during start-up, maybe holding a chunk */
+	return kind == MEMKIND_REGULAR || kind == MEMKIND_DAX_KMEM_ALL || kind == MEMKIND_HBW_ALL;
 }

@@ -162,6 +162,10 @@ void *ta_backend_realloc(unsigned tier, void *raw, size_t size);
 void ta_backend_free(unsigned tier, void *raw);
 /* What the kind really set aside for raw (its size class). */
 size_t ta_backend_usable_size(unsigned tier, void *raw);
+/* A memkind kind that must outlive memkind's destructor (one of ours). */
+bool ta_backend_kind_kept(void *kind);
+/* ---- memkind_link.c: what linking memkind's archive needs ---- */
+extern const char *jemk_malloc_conf;
 
 /* ---- sizeclass.c ---- */
 extern const uint32_t ta_class_size[TA_NCLASSES];

@@ -1,7 +1,7 @@
 # Guest tests: built here, run inside a QEMU guest with a CPU-less NUMA node (tests/vm).
 check_PROGRAMS += tests/guest/placement
 tests_guest_placement_SOURCES = tests/guest/placement.c
-tests_guest_placement_LDADD = src/libtacore.la
+tests_guest_placement_LDADD = $(TACORE_LIBS)
 # Run under the preload, not linked with tieralloc.
 check_PROGRAMS += tests/guest/enforce_work
 tests_guest_enforce_work_SOURCES = tests/guest/enforce_work.c tests/lib/size_arg.h

@@ -4,13 +4,13 @@
 unit_tests = \
 	tests/unit/test_env tests/unit/test_topo tests/unit/test_sizeclass tests/unit/test_boot \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
-	tests/unit/test_agent tests/unit/test_shm
+	tests/unit/test_agent tests/unit/test_shm tests/unit/test_backend
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
 unit_cppflags = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/lib
 unit_cflags = $(AM_CFLAGS) -pthread
-unit_ldadd = src/libtacore.la -lpthread
+unit_ldadd = $(TACORE_LIBS) -lpthread
 
 tests_unit_test_env_SOURCES = tests/unit/test_env.c tests/lib/test.h
 tests_unit_test_env_CPPFLAGS = $(unit_cppflags)
@@ -63,3 +63,8 @@ tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h bpf/tal
 tests_unit_test_agent_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/bpf
 tests_unit_test_agent_CFLAGS = $(unit_cflags)
 tests_unit_test_agent_LDADD = $(unit_ldadd)
+
+tests_unit_test_backend_SOURCES = tests/unit/test_backend.c tests/lib/test.h
+tests_unit_test_backend_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_backend_CFLAGS = $(unit_cflags)
+tests_unit_test_backend_LDADD = $(unit_ldadd)
