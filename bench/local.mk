@@ -29,3 +29,12 @@ bench-enforce: bench/enforce-latency$(EXEEXT) $(lib_LTLIBRARIES)
 	$(SHELL) $(top_srcdir)/bench/run-enforce.sh $(abs_top_builddir) $(abs_top_srcdir) \
 		$${BENCH_REPS:-3}
 .PHONY: bench-enforce
+
+# Memory footprint against glibc and jemalloc (`make bench-footprint` on this host;
+# `make bench-footprint-guest` in the two-node QEMU guest with THP "always"). The workload is
+# also used by the footprint tests. Not under the preload itself: the driver preloads it.
+check_PROGRAMS += bench/footprint-work
+bench_footprint_work_SOURCES = bench/footprint-work.c tests/lib/size_arg.h
+bench_footprint_work_CFLAGS = $(WARN_CFLAGS)
+bench_footprint_work_LDFLAGS =
+EXTRA_DIST += bench/run-footprint.sh
