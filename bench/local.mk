@@ -38,3 +38,17 @@ bench_footprint_work_SOURCES = bench/footprint-work.c tests/lib/size_arg.h
 bench_footprint_work_CFLAGS = $(WARN_CFLAGS)
 bench_footprint_work_LDFLAGS =
 EXTRA_DIST += bench/run-footprint.sh
+check_PROGRAMS += bench/startup-time
+bench_startup_time_SOURCES = bench/startup-time.c
+bench_startup_time_CFLAGS = $(WARN_CFLAGS)
+bench_startup_time_LDFLAGS =
+
+bench-footprint: bench/footprint-work$(EXEEXT) bench/startup-time$(EXEEXT) $(lib_LTLIBRARIES)
+	$(SHELL) $(top_srcdir)/bench/run-footprint.sh $(abs_top_builddir)
+bench-footprint-guest: bench/footprint-work$(EXEEXT) bench/startup-time$(EXEEXT) \
+		$(lib_LTLIBRARIES)
+	$(top_srcdir)/tests/vm/guest-run.sh --timeout 900 --include $(abs_top_builddir) \
+		--include $(abs_top_srcdir)/bench \
+		$$(for f in /usr/lib/*/libjemalloc.so.2; do [ -f $$f ] && echo --include $$f; done) -- \
+		$(abs_top_srcdir)/bench/run-footprint.sh $(abs_top_builddir)
+.PHONY: bench-footprint bench-footprint-guest

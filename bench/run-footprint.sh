@@ -147,3 +147,15 @@ scenario "16 processes x 4 MiB mixed" 16 mixed 4M
 scenario "mixed 16B-16KiB: 200 MiB" 1 mixed 200M
 scenario "large: 500 MiB of 64 KiB" 1 hold 500M 64K
 scenario "churn: 400 MiB of 64 KiB x5" 1 churn 400M 64K 5
+
+# Start-up: a preloaded process against one without, side by side (only where the commands are
+# dynamically linked: the guest's are busybox, static, and never load a preload).
+STARTUP=$B/bench/startup-time
+if [ -x "$STARTUP" ] && [ -z "$ONLY" ] && ldd /bin/true >/dev/null 2>&1; then
+	echo
+	set -- --preload "tieralloc=$PRELOAD"
+	[ -n "$JEMALLOC" ] && set -- "$@" --preload "jemalloc=$JEMALLOC"
+	"$STARTUP" -n "${STARTUP_RUNS:-20}" "$@" -- /bin/true
+	"$STARTUP" -n "${STARTUP_RUNS:-20}" "$@" -- bash -c true
+	echo "target (issue 11): /bin/true at most 2 ms slower than none, bash at most 1.3x"
+fi
