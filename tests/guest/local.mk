@@ -9,7 +9,7 @@ tests_guest_enforce_work_LDADD = -lpthread $(DL_LIBS)
 check_PROGRAMS += tests/guest/promote_work
 tests_guest_promote_work_SOURCES = tests/guest/promote_work.c
 EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests/guest/enforce.sh \
-	tests/guest/agent.sh
+	tests/guest/agent.sh tests/guest/footprint.sh
 
 # The agent goes into the guest when it was built (its test says "skipped" otherwise).
 if HAVE_BPF
@@ -25,12 +25,14 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat $(sbin_PR
 		--include $(abs_top_builddir)/tests/guest/enforce_work \
 		--include $(abs_top_builddir)/tests/guest/promote_work $(GUEST_AGENT) \
 		--include $(abs_top_builddir)/tests/quota/quota_hog \
+		--include $(abs_top_builddir)/bench/footprint-work \
 		--include $(abs_top_builddir)/tests/quota/shm_peek \
 		--include $(abs_top_builddir)/tools/tieralloc-stat \
 		--include $(abs_top_srcdir)/tests/guest/lib.sh \
 		--include $(abs_top_srcdir)/tests/guest/quota.sh \
 		--include $(abs_top_srcdir)/tests/guest/enforce.sh \
 		--include $(abs_top_srcdir)/tests/guest/agent.sh \
+		--include $(abs_top_srcdir)/tests/guest/footprint.sh \
 		--include $(abs_top_srcdir)/tests/guest/suite.sh -- \
 		$(abs_top_srcdir)/tests/guest/suite.sh $(abs_top_builddir) $(abs_top_srcdir)
 .PHONY: check-guest

@@ -99,4 +99,6 @@ sh "$S/tests/guest/quota.sh" "$B" "$S" || failed=1
 sh "$S/tests/guest/enforce.sh" "$B" "$S" || failed=1
 # 7. The agent (issue 6): the kernel's migrations per cgroup.
 sh "$S/tests/guest/agent.sh" "$B" "$S" || failed=1
+# 8. Footprint (issue 11): containers that fit without tieralloc fit with it.
+sh "$S/tests/guest/footprint.sh" "$B" "$S" || failed=1
 exit $failed

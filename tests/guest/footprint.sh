@@ -1,0 +1,108 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Footprint (issue 11), in the guest with THP "always" (the kernel's default here): a container
+# that fits without tieralloc fits with it.
+#   footprint.fits_300M   the issue's case: memory.max 300M and a program holding 250 MiB (and one
+#                         holding 240 MiB) in 64 KiB blocks, four such containers at once; before,
+#                         every one was OOM-killed by its cgroup. Each must get to "ready" with no
+#                         OOM kill and its data intact.
+#   footprint.fits_glibc  a program holding 500 MiB of 64 KiB blocks, in a cgroup whose memory.max
+#                         is what the same program needed under glibc (its memory.peak) plus 3%
+#                         and 2 MiB: it must fit, with no OOM kill and its data intact.
+# Swap is off for these cgroups (memory.swap.max 0): a limit passed would be an OOM kill, not
+# pages quietly swapped. Ratios against glibc and jemalloc are make bench-footprint-guest's.
+# Usage: footprint.sh BUILDDIR SRCDIR
+B=$1
+S=$2
+W=/tmp/ta-footprint
+mkdir -p $W
+failed=0
+. "$S/tests/guest/lib.sh"
+FWORK=$B/bench/footprint-work
+
+# fp_start NAME CGROUP PRELOAD ARGS...: the workload in CGROUP (under PRELOAD unless "-"), its
+# output in $W/NAME.out, its pid in $W/NAME.pid.
+fp_start() {
+	name=$1 cgd=$2 pre=$3
+	shift 3
+	(
+		echo 0 >"$cgd/cgroup.procs"
+		if [ "$pre" = - ]; then exec "$FWORK" "$@"; fi
+		exec env LD_PRELOAD="$pre" "$FWORK" "$@"
+	) >"$W/$name.out" 2>&1 &
+	echo $! >"$W/$name.pid"
+}
+
+# fp_wait NAME: 0 once the workload says ready, 1 if it died first.
+fp_wait() {
+	while ! grep -q '^ready' "$W/$1.out" 2>/dev/null; do
+		kill -0 "$(cat "$W/$1.pid")" 2>/dev/null || return 1
+		sleep 0.2
+	done
+}
+
+# fp_stop NAME: stop it; 0 if it exited cleanly (its data were intact).
+fp_stop() {
+	kill -TERM "$(cat "$W/$1.pid")" 2>/dev/null
+	wait "$(cat "$W/$1.pid")"
+}
+
+oom_kills() { sed -n 's/^oom_kill \([0-9]*\)/\1/p' "$1/memory.events"; }
+
+# -- footprint.fits_300M ---------------------------------------------------------------------
+ok=1
+for size in 250M 240M; do
+	i=0
+	while [ $i -lt 4 ]; do
+		cg_new ta-fp-$size-$i 300M
+		echo 0 >"$cg/memory.swap.max"
+		fp_start f300-$size-$i "$cg" "$PRELOAD" hold "$size" 64K
+		i=$((i + 1))
+	done
+	i=0
+	while [ $i -lt 4 ]; do
+		cgd=/sys/fs/cgroup/ta-fp-$size-$i
+		if ! fp_wait f300-$size-$i; then
+			fail footprint.fits_300M "$size in 300M (container $i) died:" \
+				"$(tail -1 $W/f300-$size-$i.out), oom_kill $(oom_kills "$cgd")"
+			ok=0
+		else
+			echo "footprint: $size in memory.max 300M, container $i: peak" \
+				"$(mib "$(cat "$cgd/memory.peak")"), oom_kill $(oom_kills "$cgd")"
+			[ "$(oom_kills "$cgd")" = 0 ] || { fail footprint.fits_300M "oom_kill in $cgd"; ok=0; }
+			fp_stop f300-$size-$i || { fail footprint.fits_300M "$size: data lost"; ok=0; }
+		fi
+		i=$((i + 1))
+	done
+done
+[ $ok = 1 ] && pass footprint.fits_300M
+
+# -- footprint.fits_glibc --------------------------------------------------------------------
+cg_new ta-fp-glibc max
+fp_start glibc "$cg" - hold 500M 64K
+if ! fp_wait glibc; then
+	fail footprint.fits_glibc "the workload died under glibc: $(tail -1 $W/glibc.out)"
+else
+	peak=$(cat "$cg/memory.peak")
+	fp_stop glibc
+	limit=$((peak + peak * 3 / 100 + 2 * M))
+	cg_new ta-fp-ta "$limit"
+	echo 0 >"$cg/memory.swap.max"
+	fp_start ta "$cg" "$PRELOAD" hold 500M 64K
+	if ! fp_wait ta; then
+		fail footprint.fits_glibc "500 MiB under tieralloc died in memory.max $(mib "$limit")" \
+			"(glibc's peak $(mib "$peak") + 3% + 2M): $(tail -1 $W/ta.out)," \
+			"oom_kill $(oom_kills "$cg")"
+	else
+		echo "footprint: 500 MiB, glibc's peak $peak, memory.max $limit, tieralloc's peak" \
+			"$(cat "$cg/memory.peak") ($(anon "$cg") on nodes 0 and 1)"
+		if [ "$(oom_kills "$cg")" != 0 ]; then
+			fail footprint.fits_glibc "oom_kill $(oom_kills "$cg")"
+		elif ! fp_stop ta; then
+			fail footprint.fits_glibc "data lost"
+		else
+			pass footprint.fits_glibc
+		fi
+	fi
+fi
+exit $failed
