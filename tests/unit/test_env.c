@@ -407,6 +407,34 @@ static void test_unknown(void)
 	expect_eq(r.opts.nerrors, 1);
 }
 
+/* TIERALLOC_SHM_NAME names a file in /dev/shm and nothing else. */
+static void test_shm_name(void)
+{
+	static const char *const good[] = { "",	   "off",    "tieralloc-x", "/tieralloc-x",
+					    "a.b", "a-b_c.1" };
+	static const char *const bad[] = { "../../tmp/x", "a/b", "/a/b", "..", ".",
+					   "x..y",	  "/",	 "//x",	 "/.." };
+	struct parsed r;
+	char var[128];
+	for (unsigned i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(var, sizeof(var), "TIERALLOC_SHM_NAME=%s", good[i]);
+		parse1(var, &r);
+		expect_good(&r);
+		expect_str_eq(r.opts.shm_name, good[i]);
+	}
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(var, sizeof(var), "TIERALLOC_SHM_NAME=%s", bad[i]);
+		parse1(var, &r);
+		expect_bad(&r, var);
+		expect_str_eq(r.opts.shm_name, "");
+		expect_true(strstr(r.err, "using the default (one per cgroup)") != NULL);
+	}
+	parse1("TIERALLOC_SHM_NAME=a\tb", &r);
+	expect_eq(r.warnings, 1);
+	expect_eq(r.opts.nerrors, 1);
+	expect_str_eq(r.opts.shm_name, "");
+}
+
 /* Every byte of a warning is printable ASCII, and the line ends once: a value's control bytes
  * (newline, ESC, DEL) and bytes above ASCII (an 8-bit CSI, 0x9b) are written as \xNN. */
 static void expect_one_clean_line(const struct parsed *r)
@@ -523,6 +551,7 @@ int main(int argc, char **argv)
 	test_strings();
 	test_unknown();
 	test_escapes();
+	test_shm_name();
 	test_mixed();
 	test_table();
 	return test_done();
