@@ -284,10 +284,16 @@ static int attach_existing(const char *path, const char *name, const struct ta_c
 	/* Non-blocking: a FIFO in its place must not hang the program. */
 	int fd = open_fd(path, O_NONBLOCK);
 	if (fd < 0) {
-		if (errno == ENOENT)
+		int err = errno;
+		if (err == ENOENT)
 			return -ENOENT;
-		*why = "cannot open the existing segment (permissions?)";
-		return -errno;
+		struct stat lst;
+		bool other =
+		    syscall(SYS_newfstatat, AT_FDCWD, path, &lst, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    lst.st_uid != geteuid();
+		*why = err == EACCES && other ? "owned by another user"
+					      : "cannot open the existing segment (permissions?)";
+		return -err;
 	}
 	int rc = 0;
 	struct stat st;
@@ -588,10 +594,46 @@ static int attach_named(const char *name, const struct ta_cgroup *cg,
 	return 0;
 }
 
+/* The file at name belongs to another user (a process of another user of the container made
+ * it first, or someone squats the name: /dev/shm is writable by all). */
+static bool foreign(const char *name)
+{
+	char path[300];
+	ta_format(path, sizeof(path), "/dev/shm%s", name);
+	struct stat st;
+	return syscall(SYS_newfstatat, AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       st.st_uid != geteuid();
+}
+
+/* A file of another user at this user's own name can only be a squatter's: removed where this
+ * process may (root, or the owner of /dev/shm's tmpfs; /dev/shm's sticky bit stops others). */
+static bool remove_squatter(const char *name)
+{
+	char path[300];
+	ta_format(path, sizeof(path), "/dev/shm%s", name);
+	struct stat st;
+	if (syscall(SYS_newfstatat, AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    st.st_uid == geteuid() || syscall(SYS_unlinkat, AT_FDCWD, path, 0) != 0)
+		return false;
+	ta_log(TA_LOG_WARN, "shared segment %s: made by user %u, not by this one; removed", name,
+	       (unsigned)st.st_uid);
+	return true;
+}
+
 int ta_shm_attach(const char *name, const struct ta_cgroup *cg, const struct ta_topology *topo)
 {
 	const char *why = NULL;
+	char own[sizeof(ta_shm.name)];
 	int rc = attach_named(name, cg, topo, &why);
+	if (rc != 0 && foreign(name)) {
+		/* Then each user of the container shares a segment of its own name. */
+		ta_format(own, sizeof(own), "%s-u%u", name, (unsigned)geteuid());
+		ta_log(TA_LOG_INFO, "shared segment %s: %s; using %s", name, why, own);
+		name = own;
+		rc = attach_named(name, cg, topo, &why);
+		if (rc != 0 && foreign(name) && remove_squatter(name))
+			rc = attach_named(name, cg, topo, &why);
+	}
 	if (rc != 0) {
 		ta_log(TA_LOG_WARN, "shared segment %s: %s; this process keeps its own accounting",
 		       name, why);
