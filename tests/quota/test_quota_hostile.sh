@@ -67,6 +67,7 @@ expect_quota state0
 echo "== an unfinished segment whose creator lives (holds the lock) is left alone"
 s=$(seg held)
 coproc HOLDER { exec "$FORGE" "/dev/shm/$s" hold 600; }
+# shellcheck disable=SC2153 # HOLDER_PID is set by coproc
 holder_pid=$HOLDER_PID
 read -r line <&"${HOLDER[0]}" || ta_hard_error "shm_forge hold did not start"
 [[ $line == held ]] || ta_hard_error "shm_forge hold: $line"
