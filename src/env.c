@@ -190,6 +190,25 @@ static void copy_string(struct ta_options *opts, const struct ta_opt_desc *d, co
 	memcpy(dst, value, len + 1);
 }
 
+/* TIERALLOC_SHM_NAME names a file directly in /dev/shm: one optional leading '/', then no '/',
+ * no "..", no control bytes ("../../tmp/x" would otherwise create /tmp/x). NULL if good. */
+static const char *bad_shm_name(const char *v)
+{
+	if (v[0] == '\0' || strcmp(v, "off") == 0)
+		return NULL;
+	const char *name = v[0] == '/' ? v + 1 : v;
+	if (name[0] == '\0')
+		return "no name after '/'";
+	if (strchr(name, '/') != NULL)
+		return "a name in /dev/shm, without '/'";
+	if (strstr(name, "..") != NULL || strcmp(name, ".") == 0)
+		return "a name in /dev/shm, without \"..\"";
+	for (const char *p = name; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return "control characters in the name";
+	return NULL;
+}
+
 static void apply(struct ta_options *opts, const struct ta_opt_desc *d, const char *value)
 {
 	bool b;
@@ -235,9 +254,13 @@ static void apply(struct ta_options *opts, const struct ta_opt_desc *d, const ch
 				    sizeof(opts->process_limit));
 		else if (strcmp(d->name, "SUMMARY") == 0)
 			copy_string(opts, d, value, opts->summary, sizeof(opts->summary));
-		else if (strcmp(d->name, "SHM_NAME") == 0)
-			copy_string(opts, d, value, opts->shm_name, sizeof(opts->shm_name));
-		else if (strcmp(d->name, "TIER_LIMITS") == 0)
+		else if (strcmp(d->name, "SHM_NAME") == 0) {
+			const char *why = bad_shm_name(value);
+			if (why != NULL)
+				bad_value(opts, d->name, value, why, "one per cgroup");
+			else
+				copy_string(opts, d, value, opts->shm_name, sizeof(opts->shm_name));
+		} else if (strcmp(d->name, "TIER_LIMITS") == 0)
 			copy_string(opts, d, value, opts->tier_limits, sizeof(opts->tier_limits));
 		else if (strcmp(d->name, "SPLIT") == 0)
 			copy_string(opts, d, value, opts->split, sizeof(opts->split));

@@ -16,12 +16,28 @@ int ta_log_level = TA_LOG_WARN;
 
 static __thread int log_depth __attribute__((tls_model("initial-exec")));
 
-static size_t put_str(char *buf, size_t pos, size_t size, const char *s)
+/* A string argument of a log line comes from outside (an environment value, a path, a segment's
+ * name): its control bytes (newlines, escape sequences) and bytes above ASCII are written as \xNN,
+ * so that a line stays one line and nothing reaches the terminal as a command. Whole escapes only:
+ * one that does not fit is left out. */
+static size_t put_str(char *buf, size_t pos, size_t size, const char *s, bool escape)
 {
+	static const char hex[] = "0123456789abcdef";
 	if (s == NULL)
 		s = "(null)";
-	while (*s != '\0' && pos + 1 < size)
-		buf[pos++] = *s++;
+	for (; *s != '\0' && pos + 1 < size; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (!escape || (c >= 0x20 && c < 0x7f)) {
+			buf[pos++] = (char)c;
+			continue;
+		}
+		if (pos + 4 >= size)
+			break;
+		buf[pos++] = '\\';
+		buf[pos++] = 'x';
+		buf[pos++] = hex[c >> 4];
+		buf[pos++] = hex[c & 15];
+	}
 	return pos;
 }
 
@@ -39,7 +55,7 @@ static size_t put_uint(char *buf, size_t pos, size_t size, unsigned long long v,
 	return pos;
 }
 
-static size_t ta_vformat(char *buf, size_t size, const char *fmt, va_list ap)
+static size_t ta_vformat(char *buf, size_t size, bool escape, const char *fmt, va_list ap)
 {
 	size_t pos = 0;
 	if (size == 0)
@@ -62,7 +78,7 @@ static size_t ta_vformat(char *buf, size_t size, const char *fmt, va_list ap)
 		}
 		switch (*f) {
 		case 's':
-			pos = put_str(buf, pos, size, va_arg(ap, const char *));
+			pos = put_str(buf, pos, size, va_arg(ap, const char *), escape);
 			break;
 		case 'c':
 			buf[pos++] = (char)va_arg(ap, int);
@@ -90,7 +106,7 @@ static size_t ta_vformat(char *buf, size_t size, const char *fmt, va_list ap)
 			break;
 		}
 		case 'p':
-			pos = put_str(buf, pos, size, "0x");
+			pos = put_str(buf, pos, size, "0x", false);
 			pos = put_uint(buf, pos, size, (uintptr_t)va_arg(ap, void *), 16);
 			break;
 		case '%':
@@ -112,7 +128,7 @@ size_t ta_format(char *buf, size_t size, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	size_t n = ta_vformat(buf, size, fmt, ap);
+	size_t n = ta_vformat(buf, size, false, fmt, ap);
 	va_end(ap);
 	return n;
 }
@@ -143,7 +159,7 @@ void ta_log(int level, const char *fmt, ...)
 	size_t n = ta_format(line, sizeof(line), "tieralloc: %s: ", level_names[level]);
 	va_list ap;
 	va_start(ap, fmt);
-	n += ta_vformat(line + n, sizeof(line) - n - 1, fmt, ap);
+	n += ta_vformat(line + n, sizeof(line) - n - 1, true, fmt, ap);
 	va_end(ap);
 	line[n++] = '\n';
 	ta_write_all(STDERR_FILENO, line, n);

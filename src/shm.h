@@ -18,7 +18,16 @@ struct ta_shm {
 	struct ta_shm_slot *mine;
 	struct ta_shm_agent *agent; /* NULL in a segment made before ABI minor 2 */
 	size_t size;
-	char name[128];
+	/* Copied from the header once it is validated: every walk and every computed address is
+	 * bounded by these, never by the live header, which any process of the user may rewrite. */
+	unsigned nslots;	   /* max_slots, at most TA_SHM_MAX_SLOTS */
+	uint32_t slot_size;	   /* at least sizeof(struct ta_shm_slot) */
+	unsigned ntiers;	   /* the topology's, which the segment's ntiers matched */
+	uint32_t mine_pid;	   /* what our slot's pid must say */
+	struct ta_shm_header snap; /* the header as validated: its fixed fields are re-checked */
+	/* When this process first saw each slot held by the reclaim marker (0: not marked). */
+	uint64_t marked_since[TA_SHM_MAX_SLOTS];
+	char name[160];
 	struct ta_cgroup cg;
 };
 
@@ -39,8 +48,14 @@ bool ta_shm_charge(unsigned tier, uint64_t bytes, int level, bool force);
 void ta_shm_uncharge(unsigned tier, uint64_t bytes);
 /* Re-read the cgroup's limits at most once a second per cgroup (now: unconditionally). */
 void ta_shm_refresh_limits(bool now);
-/* Take back the charges of slots whose process is gone; returns how many. */
+/* Take back the charges of slots whose process is gone, and of slots that a reclaimer left
+ * marked for more than 2 s; repair tier counters that no process could hold (a wrapped or
+ * forged charge). Returns how many slots were taken back. */
 unsigned ta_shm_reclaim_dead(struct ta_shm *shm);
+/* Is the segment still as it was validated (not truncated, header fields unchanged, our slot
+ * ours)? If not, give it up: one warning, local accounting, the mapping replaced by private
+ * memory. At most every 200 ms unless now. Returns whether the process still uses it. */
+bool ta_shm_check(bool now);
 /* Wake the enforcement workers of the cgroup's other processes (their slots' futex words). */
 void ta_shm_wake_others(void);
 void ta_shm_fork_child(const uint64_t charged[TA_MAX_TIERS]);

@@ -64,6 +64,9 @@ void ta_worker_start(void)
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	sigset_t all, old;
 	sigfillset(&all);
+	/* Except SIGBUS: the kernel kills the process for a fault whose signal is blocked, and the
+	 * worker touches the shared segment, which a truncation turns into SIGBUS (shm.c). */
+	sigdelset(&all, SIGBUS);
 	pthread_sigmask(SIG_SETMASK, &all, &old); /* inherited by the new thread */
 	pthread_t tid;
 	int rc = pthread_create(&tid, &attr, worker_main, NULL);

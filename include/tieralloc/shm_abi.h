@@ -12,14 +12,19 @@
  *   directory (the id BPF reports), "v1-<hash of the memory cgroup path>" on cgroup v1, "machine"
  *   without cgroups; <tiers> a hash of the tiers' node sets, so that processes that disagree on
  *   the tiers do not share quotas. TIERALLOC_SHM_NAME overrides it (shared by whoever names it).
- * - Mode 0600, owned by the creating user: a segment owned by anyone else is refused.
- * - The creator fills the header, then release-stores state = TA_SHM_READY; an attacher
- *   acquire-waits for it a bounded time. Bad magic, major version, sizes or owner: local-only
- *   accounting and one warning.
- * - A minor version only appends fields (growing header_size, tier_size or slot_size, or a block
- *   after the slots found through a header offset); readers use the smaller of their size and
- *   the segment's, and check a block's offset and size before using it. A major version changes the
- * name, so two layouts can live side by side.
+ * - Mode 0600, owned by the creating user: a segment owned by anyone else is refused, and the
+ *   process uses "<name>-u<euid>" instead (README, "Security and trust").
+ * - The creator holds flock(LOCK_EX) on the file from its O_EXCL creation until it has filled the
+ *   header and release-stored state = TA_SHM_READY; an attacher acquire-waits for it a bounded
+ *   time. An unfinished file (empty, or INIT with no magic or this one) whose lock is free lost
+ *   its creator: whoever takes the lock makes it. (The kernel drops the lock of a dead process.)
+ *   Bad magic, major version, sizes or owner: local-only accounting and one warning.
+ * - A minor version only appends fields (growing header_size or slot_size, or a block after the
+ *   slots found through a header offset); readers use the smaller of their size and the
+ *   segment's, and check a block's offset and size before using it. The library refuses a
+ *   tier_size other than 192 (it indexes the records as an array): the tier record does not grow
+ *   within major 1. A major version changes the name, so two layouts can live side by side.
+ * - Readers copy the header once and use the copy: any process of the user may rewrite it.
  * - Every index read from the segment is bounds-checked against the reader's own maxima.
  */
 #ifndef TIERALLOC_SHM_ABI_H
@@ -67,7 +72,7 @@ struct ta_shm_tier {
 	_Atomic uint64_t gated;		/* 1 while promotions into this tier are gated */
 };
 
-/* One per attached process. pid 0 = free. */
+/* One per attached process. pid 0 = free, 0xffffffff = being taken back (a dead process's). */
 struct ta_shm_slot {
 	_Atomic uint32_t pid;
 	uint32_t reserved0;

@@ -79,6 +79,11 @@ bad_values=(
 	TIERALLOC_SHOW_CONFIG=2
 	TIERALLOC_STRICT=perhaps
 	"TIERALLOC_SUMMARY=/$(printf 'x%.0s' {1..300})"
+	"TIERALLOC_SHM_NAME=../..$TA_WORK/escaped"
+	TIERALLOC_SHM_NAME=a/b
+	TIERALLOC_SHM_NAME=..
+	$'TIERALLOC_LOG_LEVEL=warn\ntieralloc: error: forged'
+	$'TIERALLOC_ON_FULL=\e[2J\e]0;x\a'
 )
 n=0
 for kv in "${bad_values[@]}"; do
@@ -94,7 +99,13 @@ for kv in "${bad_values[@]}"; do
 	fi
 	name=${kv%%=*}
 	grep -q "$name" bad$n.err || { show bad$n; ta_fail "$kv: the warning does not name $name"; }
+	if LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' bad$n.err; then
+		show bad$n
+		ta_fail "$kv: control characters passed into the warning"
+	fi
 done
+# TIERALLOC_SHM_NAME stays in /dev/shm.
+[[ ! -e $TA_WORK/escaped ]] || ta_fail "TIERALLOC_SHM_NAME=../..$TA_WORK/escaped created a file there"
 
 # Names that are not TIERALLOC_* options are none of our business.
 run foreign TIERALLOCX=1 TIERALLOC=1 tieralloc_disable=1 --
@@ -114,7 +125,7 @@ run two TIERALLOC_BOGUS=1 TIERALLOC_CHARGE_BATCH=4Q --
 
 # --- TIERALLOC_STRICT=1 ---
 for kv in TIERALLOC_CHARGE_BATCH=4Q TIERALLOC_BOGUS=1 "TIERALLOC_TIERS=0;9" \
-	TIERALLOC_DISABLE=maybe; do
+	TIERALLOC_DISABLE=maybe "TIERALLOC_SHM_NAME=../..$TA_WORK/escaped"; do
 	echo "== TIERALLOC_STRICT=1 $kv"
 	run strict TIERALLOC_STRICT=1 "$kv" -- 8M 4K --pid
 	if [[ $rc == 0 || -s strict.out ]] || ! grep -q '^tieralloc: error: ' strict.err; then

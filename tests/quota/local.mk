@@ -7,7 +7,10 @@
 #   test_quota_fork.sh     fork and fork+exec children join the segment with slots of their own
 #   test_quota_bad.sh      bad segments (truncated, oversized, other ABI, garbage, 0644,
 #                          unfinished, symlink, other tiers): one warning, local accounting
-#   test_quota_owner.sh    a segment owned by another user is refused (root only, else 77)
+#   test_quota_owner.sh    a segment owned by another user: each user gets a segment of its own
+#                          name, a squatter's file at that name is removed (root only, else 77)
+#   test_quota_hostile.sh  unfinished segments made again; wrapped counters and a stale reclaim
+#                          marker repaired; header rewrites and truncation under a live process
 #   test_quota_full.sh     every tier at its max: TIERALLOC_ON_FULL=enomem, lowest (default)
 #   test_quota_limits.sh   a max alone, high below max; bad TIER_LIMITS/SPLIT/ON_FULL values
 #   test_quota_enforce.sh  enforcement: deferred, inline and off; fork; no memory.reclaim on v1
@@ -18,7 +21,7 @@ EXTRA_DIST += tests/quota/lib.sh tests/quota/test_quota_share.sh \
 	tests/quota/test_quota_reclaim.sh tests/quota/test_quota_fork.sh \
 	tests/quota/test_quota_bad.sh tests/quota/test_quota_owner.sh \
 	tests/quota/test_quota_full.sh tests/quota/test_quota_limits.sh \
-	tests/quota/test_quota_enforce.sh
+	tests/quota/test_quota_enforce.sh tests/quota/test_quota_hostile.sh
 
 check_PROGRAMS += tests/quota/shm_peek tests/quota/shm_forge tests/quota/quota_hog
 
@@ -40,5 +43,5 @@ TESTS += tests/quota/test_quota_share.sh tests/quota/test_quota_reclaim.sh \
 	tests/quota/test_quota_fork.sh tests/quota/test_quota_bad.sh \
 	tests/quota/test_quota_owner.sh tests/quota/test_quota_full.sh \
 	tests/quota/test_quota_limits.sh \
-	tests/quota/test_quota_enforce.sh
+	tests/quota/test_quota_enforce.sh tests/quota/test_quota_hostile.sh
 endif

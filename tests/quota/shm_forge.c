@@ -7,22 +7,40 @@
  *   shm_forge PATH KIND [NTIERS]   create PATH (it must not exist), mode 0600
  * KIND: valid      a finished segment for NTIERS tiers (default 2), as the library makes it
  *       major2     valid, but ABI major version 2
- *       state0     valid, but its creator never set state = READY
+ *       state0     valid, but its creator never set state = READY (and died: no lock held)
  *       sizes      valid, but seg_size says 4 KiB more than the file
  *       records    valid, but the slots lie past the end of the file
  *       garbage    pseudo-random bytes (a fixed seed), the size of a segment
  *       garbage1   the same with the state word READY, so that the magic is what refuses it
+ *       minor3     a later minor version whose tier records are 256 bytes (and the slots and
+ *                  the agent block after them), otherwise valid
+ *       wrapped    valid, but tier 0's counter absurd (1.8e19, as a wrapped one was seen)
+ *       marker     valid, but slot 7 left held by the reclaim marker (pid 0xffffffff) with
+ *                  1 MiB of tier 0, which the tier's counter holds too
  * Truncated, oversized, other owners and modes are made from "valid" by the script.
+ *
+ *   shm_forge PATH hold SECONDS    a creator at work: create PATH in state INIT, take its lock
+ *                                  (as the library's creator does), print "held", sleep
+ *   shm_forge PATH live N SEED     a hostile writer of the user: N times, rewrite a random field
+ *                                  of the header (or a tier record) of the existing PATH with a
+ *                                  random or edge value, or truncate the file (to 0, 100 bytes,
+ *                                  a page or half) and grow it back; pwrite and ftruncate only
+ *                                  (a mapping of its own would die of the truncations)
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tieralloc/shm_abi.h"
 
-static unsigned char seg[TA_SHM_SEG_SIZE];
+/* Room for the minor-3 layout too: 3 tier records of 256 bytes. */
+#define SEG_MAX (TA_SHM_SEG_SIZE + TA_SHM_MAX_TIERS * 64)
+static unsigned char seg[SEG_MAX];
+static size_t seg_size = TA_SHM_SEG_SIZE;
 
 static void fill_valid(unsigned ntiers)
 {
@@ -38,6 +56,8 @@ static void fill_valid(unsigned ntiers)
 	h->slots_off = TA_SHM_SLOTS_OFF;
 	h->tier_size = sizeof(struct ta_shm_tier);
 	h->tiers_off = TA_SHM_TIERS_OFF;
+	h->agent_off = TA_SHM_AGENT_OFF;
+	h->agent_size = sizeof(struct ta_shm_agent);
 	h->creator_pid = 1;
 	h->cgroup_version = 0;
 	atomic_store(&h->ntiers, ntiers);
@@ -64,8 +84,119 @@ static void fill_garbage(void)
 	}
 }
 
+/* Tier records of 256 bytes: each record is the 192-byte one followed by 64 bytes of later
+ * fields (zero here); the slots and the agent block move down by 3 x 64 bytes. */
+static void make_minor3(void)
+{
+	struct ta_shm_header *h = (struct ta_shm_header *)seg;
+	unsigned char tiers[TA_SHM_MAX_TIERS * 192];
+	memcpy(tiers, seg + TA_SHM_TIERS_OFF, sizeof(tiers));
+	memset(seg + TA_SHM_TIERS_OFF, 0, SEG_MAX - TA_SHM_TIERS_OFF);
+	for (unsigned t = 0; t < TA_SHM_MAX_TIERS; t++)
+		memcpy(seg + TA_SHM_TIERS_OFF + t * 256, tiers + t * 192, 192);
+	h->abi_minor = 3;
+	h->tier_size = 256;
+	h->slots_off = TA_SHM_TIERS_OFF + TA_SHM_MAX_TIERS * 256;
+	h->agent_off = h->slots_off + TA_SHM_MAX_SLOTS * 64;
+	seg_size = SEG_MAX;
+	h->seg_size = seg_size;
+}
+
+static uint64_t rnd_state;
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+static int hold(const char *path, unsigned seconds)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+		perror(path);
+		return 1;
+	}
+	fill_valid(2);
+	atomic_store(&((struct ta_shm_header *)seg)->state, TA_SHM_INIT);
+	if (write(fd, seg, TA_SHM_SEG_SIZE) != (ssize_t)TA_SHM_SEG_SIZE) {
+		perror("write");
+		return 1;
+	}
+	printf("held\n");
+	fflush(stdout);
+	sleep(seconds);
+	return 0;
+}
+
+/* Byte offsets and widths of the header's fields, and of a few of tier 0's. */
+static const struct {
+	unsigned off, width;
+} fields[] = {
+	{ offsetof(struct ta_shm_header, magic), 8 },
+	{ offsetof(struct ta_shm_header, abi_major), 2 },
+	{ offsetof(struct ta_shm_header, abi_minor), 2 },
+	{ offsetof(struct ta_shm_header, header_size), 4 },
+	{ offsetof(struct ta_shm_header, seg_size), 8 },
+	{ offsetof(struct ta_shm_header, max_slots), 4 },
+	{ offsetof(struct ta_shm_header, max_tiers), 4 },
+	{ offsetof(struct ta_shm_header, slot_size), 4 },
+	{ offsetof(struct ta_shm_header, slots_off), 4 },
+	{ offsetof(struct ta_shm_header, tier_size), 4 },
+	{ offsetof(struct ta_shm_header, tiers_off), 4 },
+	{ offsetof(struct ta_shm_header, state), 4 },
+	{ offsetof(struct ta_shm_header, ntiers), 4 },
+	{ offsetof(struct ta_shm_header, agent_off), 4 },
+	{ offsetof(struct ta_shm_header, agent_size), 4 },
+	{ offsetof(struct ta_shm_header, limits_read_ns), 8 },
+	{ TA_SHM_TIERS_OFF + offsetof(struct ta_shm_tier, charged), 8 },
+	{ TA_SHM_TIERS_OFF + offsetof(struct ta_shm_tier, limit), 8 },
+	{ TA_SHM_TIERS_OFF + offsetof(struct ta_shm_tier, untracked), 8 },
+};
+
+static int live(const char *path, unsigned n, uint64_t seed)
+{
+	int fd = open(path, O_RDWR | O_NOFOLLOW);
+	if (fd < 0) {
+		perror(path);
+		return 1;
+	}
+	rnd_state = seed * 0x9e3779b97f4a7c15ull + 1;
+	static const uint64_t edges[] = {
+		0, 1, 7, 64, 4096, 0xffff, 0xffffffffull, 1ull << 20, UINT64_MAX, TA_SHM_SEG_SIZE
+	};
+	static const off_t cuts[] = { 0, 100, 4096, TA_SHM_SEG_SIZE / 2 };
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t r = rnd();
+		if (r % 8 == 0) {
+			if (ftruncate(fd, cuts[(r >> 8) % 4]) != 0) {
+				perror("ftruncate");
+				return 1;
+			}
+			struct timespec ts = { 0, 2000000 };
+			nanosleep(&ts, NULL);
+			if (ftruncate(fd, TA_SHM_SEG_SIZE) != 0)
+				return 1;
+		} else {
+			unsigned f = (unsigned)((r >> 8) % (sizeof(fields) / sizeof(fields[0])));
+			uint64_t v = (r >> 16) % 2 ? edges[(r >> 20) % 10] : rnd();
+			if (pwrite(fd, &v, fields[f].width, fields[f].off) !=
+			    (ssize_t)fields[f].width)
+				return 1;
+		}
+		struct timespec ts = { 0, 500000 };
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && strcmp(argv[2], "hold") == 0)
+		return hold(argv[1], (unsigned)atoi(argv[3]));
+	if (argc == 5 && strcmp(argv[2], "live") == 0)
+		return live(argv[1], (unsigned)atoi(argv[3]), strtoull(argv[4], NULL, 10));
 	if (argc < 3 || argc > 4) {
 		fprintf(stderr, "usage: shm_forge PATH KIND [NTIERS]\n");
 		return 2;
@@ -87,7 +218,19 @@ int main(int argc, char **argv)
 			h->seg_size = TA_SHM_SEG_SIZE + 4096;
 		else if (strcmp(kind, "records") == 0)
 			h->slots_off = TA_SHM_SEG_SIZE - 64;
-		else if (strcmp(kind, "valid") != 0) {
+		else if (strcmp(kind, "minor3") == 0)
+			make_minor3();
+		else if (strcmp(kind, "wrapped") == 0)
+			atomic_store(&((struct ta_shm_tier *)(seg + TA_SHM_TIERS_OFF))->charged,
+				     18000000000000000000ull);
+		else if (strcmp(kind, "marker") == 0) {
+			struct ta_shm_slot *s7 =
+			    (struct ta_shm_slot *)(seg + TA_SHM_SLOTS_OFF + 7 * sizeof(*s7));
+			atomic_store(&s7->pid, UINT32_MAX);
+			atomic_store(&s7->charged[0], 1u << 20);
+			atomic_store(&((struct ta_shm_tier *)(seg + TA_SHM_TIERS_OFF))->charged,
+				     1u << 20);
+		} else if (strcmp(kind, "valid") != 0) {
 			fprintf(stderr, "shm_forge: unknown kind %s\n", kind);
 			return 2;
 		}
@@ -97,7 +240,7 @@ int main(int argc, char **argv)
 		perror(argv[1]);
 		return 1;
 	}
-	if (write(fd, seg, sizeof(seg)) != (ssize_t)sizeof(seg) || close(fd) != 0) {
+	if (write(fd, seg, seg_size) != (ssize_t)seg_size || close(fd) != 0) {
 		perror("write");
 		return 1;
 	}

@@ -4,7 +4,7 @@
 unit_tests = \
 	tests/unit/test_env tests/unit/test_topo tests/unit/test_sizeclass tests/unit/test_boot \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
-	tests/unit/test_agent tests/unit/test_shm tests/unit/test_backend
+	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -56,6 +56,11 @@ tests_unit_test_shm_SOURCES = tests/unit/test_shm.c tests/lib/test.h
 tests_unit_test_shm_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_shm_CFLAGS = $(unit_cflags)
 tests_unit_test_shm_LDADD = $(unit_ldadd)
+
+tests_unit_test_shm_fuzz_SOURCES = tests/unit/test_shm_fuzz.c tests/lib/test.h
+tests_unit_test_shm_fuzz_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_shm_fuzz_CFLAGS = $(unit_cflags)
+tests_unit_test_shm_fuzz_LDADD = $(unit_ldadd)
 
 # The agent's segment side (bpf/tally.c, bpf/segments.c) needs no BPF: always built.
 tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h bpf/tally.c \

@@ -407,6 +407,76 @@ static void test_unknown(void)
 	expect_eq(r.opts.nerrors, 1);
 }
 
+/* TIERALLOC_SHM_NAME names a file in /dev/shm and nothing else. */
+static void test_shm_name(void)
+{
+	static const char *const good[] = { "",	   "off",    "tieralloc-x", "/tieralloc-x",
+					    "a.b", "a-b_c.1" };
+	static const char *const bad[] = { "../../tmp/x", "a/b", "/a/b", "..", ".",
+					   "x..y",	  "/",	 "//x",	 "/.." };
+	struct parsed r;
+	char var[128];
+	for (unsigned i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(var, sizeof(var), "TIERALLOC_SHM_NAME=%s", good[i]);
+		parse1(var, &r);
+		expect_good(&r);
+		expect_str_eq(r.opts.shm_name, good[i]);
+	}
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(var, sizeof(var), "TIERALLOC_SHM_NAME=%s", bad[i]);
+		parse1(var, &r);
+		expect_bad(&r, var);
+		expect_str_eq(r.opts.shm_name, "");
+		expect_true(strstr(r.err, "using the default (one per cgroup)") != NULL);
+	}
+	parse1("TIERALLOC_SHM_NAME=a\tb", &r);
+	expect_eq(r.warnings, 1);
+	expect_eq(r.opts.nerrors, 1);
+	expect_str_eq(r.opts.shm_name, "");
+}
+
+/* Every byte of a warning is printable ASCII, and the line ends once: a value's control bytes
+ * (newline, ESC, DEL) and bytes above ASCII (an 8-bit CSI, 0x9b) are written as \xNN. */
+static void expect_one_clean_line(const struct parsed *r)
+{
+	expect_eq(r->lines, 1);
+	size_t len = strlen(r->err);
+	expect_true(len > 0 && r->err[len - 1] == '\n');
+	size_t raw = 0;
+	for (size_t i = 0; i + 1 < len; i++)
+		if ((unsigned char)r->err[i] < 0x20 || (unsigned char)r->err[i] >= 0x7f)
+			raw++;
+	expect_eq(raw, 0);
+}
+
+static void test_escapes(void)
+{
+	struct parsed r;
+	parse1("TIERALLOC_LOG_LEVEL=warn\ntieralloc: error: forged", &r);
+	expect_eq(r.warnings, 1);
+	expect_eq(r.opts.nerrors, 1);
+	expect_one_clean_line(&r);
+	expect_true(strstr(r.err, "\"warn\\x0atieralloc: error: forged\"") != NULL);
+
+	parse1("TIERALLOC_ON_FULL=\x1b[2J\x1b]0;title\x07\x7f\x9b"
+	       "31m",
+	       &r);
+	expect_eq(r.warnings, 1);
+	expect_one_clean_line(&r);
+	expect_true(strstr(r.err, "\"\\x1b[2J\\x1b]0;title\\x07\\x7f\\x9b31m\"") != NULL);
+
+	/* An unknown name is echoed too. */
+	parse1("TIERALLOC_X\r\nY=1", &r);
+	expect_eq(r.warnings, 1);
+	expect_one_clean_line(&r);
+	expect_true(strstr(r.err, "TIERALLOC_X\\x0d\\x0aY ignored") != NULL);
+
+	/* Printable values are shown as they are. */
+	parse1("TIERALLOC_ON_FULL=a b\\c\"d", &r);
+	expect_one_clean_line(&r);
+	expect_true(strstr(r.err, "\"a b\\c\"d\"") != NULL);
+}
+
 /* Several options at once: each bad one warns once, the good ones apply. */
 static void test_mixed(void)
 {
@@ -480,6 +550,8 @@ int main(int argc, char **argv)
 	test_parse_size();
 	test_strings();
 	test_unknown();
+	test_escapes();
+	test_shm_name();
 	test_mixed();
 	test_table();
 	return test_done();
