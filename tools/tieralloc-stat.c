@@ -283,9 +283,9 @@ static void count_processes(const struct seg *s, unsigned *alive, unsigned *dead
  * Open a file of the segment's cgroup for reading, or -1. The path comes from the segment, so it
  * must name a directory under the cgroup mount without "." or ".." parts, and the file must be a
  * regular file of a cgroup2 file system: never a FIFO (which would block), a device, a link, or a
- * file elsewhere that the segment's owner chose.
+ * file elsewhere that the segment's owner chose. mode: O_RDONLY, or O_PATH to look only.
  */
-static int open_cgroup_file(const char *dir, const char *file)
+static int open_cgroup_file(const char *dir, const char *file, int mode)
 {
 	static const char mount[] = CGROUP_MOUNT;
 	size_t mlen = sizeof(mount) - 1;
@@ -302,7 +302,7 @@ static int open_cgroup_file(const char *dir, const char *file)
 	char path[TA_SHM_PATH_MAX + 64];
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
 		return -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	int fd = open(path, mode | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return -1;
 	struct stat st;
@@ -320,7 +320,7 @@ static bool observed(const struct seg *s, uint64_t out[TA_SHM_MAX_TIERS])
 {
 	if (s->hdr->cgroup_version != 2)
 		return false;
-	int fd = open_cgroup_file(s->cgroup_path, "memory.numa_stat");
+	int fd = open_cgroup_file(s->cgroup_path, "memory.numa_stat", O_RDONLY);
 	if (fd < 0)
 		return false;
 	uint64_t per_node[TA_CGROUP_NODES];
@@ -349,12 +349,21 @@ static bool has_enforcement(const struct seg *s)
 	return s->hdr->abi_minor >= 1 && s->hdr->tier_size >= sizeof(struct ta_shm_tier);
 }
 
-/* False once a process of the cgroup found memory.reclaim missing (ABI minor 1). */
+/* Whether the cgroup has memory.reclaim: cgroup v2 only (Linux >= 5.19), so never on v1 or
+ * without a cgroup; not once a process of the cgroup found it missing (ABI minor 1); and only
+ * when the file is there (looked at the way numa_stat is read, without opening it for I/O). */
 static bool reclaim_available(const struct seg *s)
 {
-	if (s->hdr->abi_minor < 1 || s->hdr->header_size < sizeof(struct ta_shm_header))
-		return true;
-	return !(ld(&((struct ta_shm_header *)s->hdr)->notices) & TA_SHM_NOTICE_NO_RECLAIM);
+	if (s->hdr->cgroup_version != 2)
+		return false;
+	if (s->hdr->abi_minor >= 1 && s->hdr->header_size >= sizeof(struct ta_shm_header) &&
+	    (ld(&((struct ta_shm_header *)s->hdr)->notices) & TA_SHM_NOTICE_NO_RECLAIM))
+		return false;
+	int fd = open_cgroup_file(s->cgroup_path, "memory.reclaim", O_PATH);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
 }
 
 /* The agent's block, when an agent wrote it recently and could attribute migrations to the
@@ -438,8 +447,8 @@ static void print_table(struct seg *s)
 	printf(" (v%u%s)  %u process(es)%s\n", s->hdr->cgroup_version, id, alive,
 	       dead ? " + dead ones not yet reclaimed" : "");
 	if (!reclaim_available(s))
-		printf("memory.reclaim: not available to this cgroup (cgroup v1, or Linux < "
-		       "5.19): an excess no lower tier can take stays\n");
+		printf("memory.reclaim: not available to this cgroup (cgroup v1, no cgroup, or "
+		       "Linux < 5.19): an excess no lower tier can take stays\n");
 	uint64_t obs[TA_SHM_MAX_TIERS];
 	bool have_obs = observed(s, obs);
 	printf("%-4s %-8s %-6s %6s %7s %7s %7s %8s %8s %8s %8s %9s %9s %9s %8s %8s %5s\n", "tier",

@@ -12,7 +12,8 @@
 #   - a cgroup v2 segment whose cgroup path leads outside /sys/fs/cgroup (a directory with a
 #     readable memory.numa_stat, one where it is a FIFO, a path with ".."), or to a FIFO under
 #     /sys/fs/cgroup where that is a tmpfs the test can write: memory.numa_stat is not read
-#     ("observed" is null), and the tool finishes.
+#     ("observed" is null), memory.reclaim is not looked for there ("reclaim_available" is
+#     false), and the tool finishes.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -85,8 +86,9 @@ echo "no NUL: ok"
 "$FORGE" /dev/shm/"${PFX}ctrl" ctrl
 stat_run ctrl --name "/${PFX}ctrl"
 no_controls ctrl.out
-# Header, tier heading, two tiers, migrations, blank: six lines (no newline got through).
-[[ $(wc -l <ctrl.out) -eq 6 ]] || ta_fail "the table's lines moved: $(cat -A ctrl.out)"
+# Header, memory.reclaim's note (v1), tier heading, two tiers, migrations, blank: seven lines
+# (no newline got through).
+[[ $(wc -l <ctrl.out) -eq 7 ]] || ta_fail "the table's lines moved: $(cat -A ctrl.out)"
 grep -qF '/sys/fs/cgroup/\x1b[2J\x1b]0;owned\x07\x0afake line\x0d\xc2\x9b31m\xff\xfe\x7f\\end' \
 	ctrl.out || ta_fail "the escaped path is not as expected: $(cat -A ctrl.out)"
 stat_run ctrl-json --json --name "/${PFX}ctrl"
@@ -129,8 +131,8 @@ for dir in "${cases[@]}"; do
 	i=$((i + 1))
 	"$FORGE" /dev/shm/"${PFX}cg$i" cgroup2 "$dir"
 	stat_run "cg$i" --json --name "/${PFX}cg$i"
-	json_check "cg$i.out" "seg['cgroup']['version'] == 2 and
-		all(t['observed'] is None for t in seg['tiers'])" "cgroup path $dir"
+	json_check "cg$i.out" "seg['cgroup']['version'] == 2 and seg['reclaim_available'] is False
+		and all(t['observed'] is None for t in seg['tiers'])" "cgroup path $dir"
 	stat_run "cg$i-table" --name "/${PFX}cg$i"
 	grep -Eq '^0 +forged0 .* n/a ' "cg$i-table.out" || ta_fail "cgroup path $dir: $(cat "cg$i-table.out")"
 done
