@@ -412,8 +412,7 @@ static bool could_keep(struct ta_agent_segments *set, struct owner *o, uid_t uid
 static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, const char *proc,
 		     const char *name, unsigned *dir_opened, bool verbose)
 {
-	/* First what costs no open: the entry's type, links, size, owner, and whether it is known.
-	 */
+	/* First what costs no open: type, links, size, owner, and whether it is known. */
 	struct stat st;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
 	    st.st_nlink != 1 || st.st_size < (off_t)sizeof(struct ta_shm_header) ||
@@ -454,6 +453,8 @@ static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, 
 	    !S_ISREG(st.st_mode) || st.st_nlink != 1 || fstatfs(path_fd, &fs) != 0 ||
 	    fs.f_type != TMPFS_MAGIC || st.st_size < (off_t)sizeof(struct ta_shm_header) ||
 	    st.st_size > MAX_SEGMENT_BYTES) {
+		if (fstat(path_fd, &st) == 0 && st.st_dev == id.dev && st.st_ino == id.ino)
+			refuse(set, &id); /* not on tmpfs: not opened again for a while */
 		close(path_fd);
 		return;
 	}
