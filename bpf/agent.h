@@ -36,8 +36,43 @@ void ta_agent_tally(const struct ta_agent_count *counts, size_t n, uint64_t cgro
 bool ta_agent_alarm(uint64_t promoted_bytes, uint64_t observed, uint64_t high, bool gated);
 
 /* ---- segments.c ---- */
+/*
+ * What a rescan may cost, and what the agent keeps. The segments are their users' files, so any
+ * user could otherwise make the agent (root) open and read without end, or hold a descriptor for
+ * each of their files until it has none left for a real container's segment.
+ */
+struct ta_agent_limits {
+	unsigned max_segments;	/* kept at once: each holds a descriptor and a mapping */
+	unsigned max_per_uid;	/* kept at once, of one owner other than root */
+	unsigned opens_per_uid; /* files opened per rescan, of one owner other than root */
+	unsigned opens_per_dir; /* files opened per rescan and directory, owners other than root */
+	unsigned retry_rescans; /* a refused file is looked at again after this many rescans */
+	unsigned max_refused;	/* refused files remembered (a file changed is looked at again) */
+};
+extern const struct ta_agent_limits ta_agent_default_limits;
+
+/* What a file costs at most to be looked at: its header, tier records and agent block, and,
+ * when a limit is reached, its slots (the pids whose liveness decides which segment is kept). */
+#define TA_AGENT_READ_MAX (4096 + 65536)
+
+/* The work of the last rescan. */
+struct ta_agent_scan_stats {
+	unsigned entries; /* directory entries named tieralloc-*: one fstatat each, nothing more */
+	unsigned opened;  /* files opened for reading (never one in the refused list) */
+	unsigned
+	    deferred; /* left for a later rescan: their owner's or directory's opens were spent */
+	unsigned refused; /* opened and not kept (invalid, or a limit reached), and remembered */
+	unsigned
+	    evicted; /* kept segments dropped for a better one (root's, or with live processes) */
+	uint64_t bytes_read;
+	unsigned kept; /* segments kept after the rescan */
+};
+
 struct ta_agent_segments;
 struct ta_agent_segments *ta_agent_segments_new(const char *const *dirs, bool scan_proc);
+/* Replace the default limits (before the first rescan). */
+void ta_agent_segments_set_limits(struct ta_agent_segments *set, const struct ta_agent_limits *l);
+void ta_agent_segments_stats(const struct ta_agent_segments *set, struct ta_agent_scan_stats *out);
 /* Find segments not yet known, drop those gone. */
 void ta_agent_segments_rescan(struct ta_agent_segments *set, bool verbose);
 /* Write the counts into the known segments, raise alarms; returns the number written. only:

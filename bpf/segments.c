@@ -15,6 +15,20 @@
  *   it at any time, and a mapped access past the end would kill the agent with SIGBUS. The one
  *   mapping (read-only) only gives the futex words an address, which the kernel resolves;
  * - the agent writes only its own fields (never alarm_taken, which the processes swap).
+ *
+ * And any user can make files named tieralloc-*, as many as their tmpfs holds, so the work is
+ * bounded (struct ta_agent_limits) and one user's files cannot crowd out another's:
+ * - a directory entry costs one fstatat per rescan; only then is a file opened, and of a file only
+ *   the header, tier records and agent block are read (its slots too when a limit is reached),
+ *   never the whole file;
+ * - files opened per rescan are counted per owner and per directory; root's are not (only root
+ *   makes them), the rest wait for a later rescan;
+ * - a file that was refused (invalid, or over a limit) is remembered by inode, size and times,
+ *   and not opened again for a number of rescans unless it changes;
+ * - segments kept are capped in all and per owner other than root (each holds a descriptor; the
+ *   agent raises its descriptor limit to fit). At a cap, a better segment replaces a worse one:
+ *   root's before others', one whose slots hold a live process of the file's owner (pid and start
+ *   time checked in the /proc of the segment's namespace) before one without.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,16 +49,57 @@
 #include "shm.h"
 
 #define MAX_SEGMENT_BYTES (1u << 20)
+#define MAX_TIER_SIZE	  512 /* larger tier records are refused (publish reads them on the stack) */
+#define SLOTS_READ_MAX	  65536
+#define BUCKETS		  4096
+
+_Static_assert(sizeof(struct ta_shm_header) + TA_SHM_MAX_TIERS * MAX_TIER_SIZE +
+		       sizeof(struct ta_shm_agent) <=
+		   4096,
+	       "what is read of a file fits TA_AGENT_READ_MAX");
+
+const struct ta_agent_limits ta_agent_default_limits = {
+	.max_segments = 1024,
+	.max_per_uid = 32,
+	.opens_per_uid = 8,
+	.opens_per_dir = 256,
+	.retry_rescans = 30, /* a minute at the default 2 s */
+	.max_refused = 65536,
+};
+
+/* A file's identity and version: a refused one is looked at again when any of it changes. */
+struct file_id {
+	dev_t dev;
+	ino_t ino;
+	uid_t owner;
+	off_t size;
+	struct timespec mtime, ctime;
+};
+
+static struct file_id file_id_of(const struct stat *st)
+{
+	return (struct file_id){ st->st_dev,  st->st_ino,  st->st_uid,
+				 st->st_size, st->st_mtim, st->st_ctim };
+}
+
+static bool same_version(const struct file_id *a, const struct file_id *b)
+{
+	return a->size == b->size && a->mtime.tv_sec == b->mtime.tv_sec &&
+	       a->mtime.tv_nsec == b->mtime.tv_nsec && a->ctime.tv_sec == b->ctime.tv_sec &&
+	       a->ctime.tv_nsec == b->ctime.tv_nsec && a->owner == b->owner;
+}
 
 struct segment {
 	struct segment *next;
 	int fd;
-	dev_t dev;
-	ino_t ino;
+	struct file_id id;
 	const char *map; /* PROT_READ: addresses for FUTEX_WAKE only, never dereferenced */
 	size_t size;
 	char path[200];
+	char proc[200]; /* the /proc of its processes' pid namespace */
 	bool seen;
+	unsigned live_round; /* the rescan whose liveness check live holds, 0: none */
+	bool live;
 	/* Taken from the header once, when it validated. */
 	uint64_t cgroup_id;
 	unsigned ntiers;
@@ -60,11 +115,31 @@ struct segment {
 	uint64_t seq, alarm;
 };
 
+/* A file that was opened and not kept. */
+struct refused {
+	struct refused *next;
+	struct file_id id;
+	unsigned until; /* looked at again from this rescan on */
+	bool seen;
+};
+
+/* Per owner: segments kept, files opened this rescan. */
+struct owner {
+	struct owner *next;
+	uid_t uid;
+	unsigned kept, opened;
+};
+
 struct ta_agent_segments {
 	const char *const *dirs;
 	bool scan_proc;
 	struct segment *list;
 	uint64_t started_ns;
+	struct ta_agent_limits limits;
+	unsigned round, nkept, nrefused;
+	struct ta_agent_scan_stats cur, last;
+	struct refused *refused[BUCKETS];
+	struct owner *owners[BUCKETS];
 };
 
 static uint64_t realtime_ns(void)
@@ -74,65 +149,312 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static unsigned bucket(dev_t dev, ino_t ino)
+{
+	uint64_t h = ((uint64_t)ino * 0x9e3779b97f4a7c15ull) ^ (uint64_t)dev;
+	return (unsigned)(h >> 40) % BUCKETS;
+}
+
 static struct segment *find(struct ta_agent_segments *set, dev_t dev, ino_t ino)
 {
 	for (struct segment *s = set->list; s != NULL; s = s->next)
-		if (s->dev == dev && s->ino == ino)
+		if (s->id.dev == dev && s->id.ino == ino)
 			return s;
 	return NULL;
 }
 
-/* Read and check the header and tiers; fill the snapshot. */
-static bool take_header(struct segment *s, const char *buf)
+static struct owner *owner_of(struct ta_agent_segments *set, uid_t uid)
 {
-	const struct ta_shm_header *h = (const void *)buf;
-	const char *why = NULL;
-	if (atomic_load(&((struct ta_shm_header *)h)->state) != TA_SHM_READY ||
-	    ta_shm_validate(buf, s->size, &why) != 0 || ta_shm_agent_block(h, s->size) == NULL)
+	struct owner **head = &set->owners[uid % BUCKETS];
+	for (struct owner *o = *head; o != NULL; o = o->next)
+		if (o->uid == uid)
+			return o;
+	struct owner *o = calloc(1, sizeof(*o));
+	if (o != NULL) {
+		o->uid = uid;
+		o->next = *head;
+		*head = o;
+	}
+	return o;
+}
+
+/* ---- refused files ---- */
+
+static struct refused **refused_link(struct ta_agent_segments *set, const struct file_id *id)
+{
+	struct refused **p = &set->refused[bucket(id->dev, id->ino)];
+	while (*p != NULL && ((*p)->id.dev != id->dev || (*p)->id.ino != id->ino))
+		p = &(*p)->next;
+	return p;
+}
+
+/* Whether the file is one refused lately, unchanged since (it counts as seen then). */
+static bool refused_lately(struct ta_agent_segments *set, const struct file_id *id)
+{
+	struct refused **p = refused_link(set, id);
+	struct refused *r = *p;
+	if (r == NULL)
 		return false;
-	s->cgroup_id = h->cgroup_id;
-	s->ntiers = atomic_load(&((struct ta_shm_header *)h)->ntiers);
+	if (same_version(&r->id, id) && set->round < r->until) {
+		r->seen = true;
+		return true;
+	}
+	*p = r->next;
+	free(r);
+	set->nrefused--;
+	return false;
+}
+
+/* Remember a file opened and not kept, so that it is not opened again for a while. */
+static void remember(struct ta_agent_segments *set, const struct file_id *id)
+{
+	struct refused **p = refused_link(set, id);
+	if (*p == NULL) {
+		if (set->nrefused >= set->limits.max_refused)
+			return; /* not remembered: opened again, within the budgets */
+		*p = calloc(1, sizeof(**p));
+		if (*p == NULL)
+			return;
+		set->nrefused++;
+	}
+	(*p)->id = *id;
+	(*p)->until = set->round + set->limits.retry_rescans;
+	(*p)->seen = true;
+}
+
+static void refuse(struct ta_agent_segments *set, const struct file_id *id)
+{
+	set->cur.refused++;
+	remember(set, id);
+}
+
+/* ---- liveness ---- */
+
+/* The start time (field 22) and owner of <proc>/<pid>; false if there is no such process. */
+static bool proc_stat(const char *proc, uint32_t pid, uint64_t *start, uid_t *uid)
+{
+	char path[256], text[1024];
+	if ((size_t)snprintf(path, sizeof(path), "%s/%u/stat", proc, pid) >= sizeof(path))
+		return false;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return false;
+	struct stat st;
+	ssize_t n = fstat(fd, &st) == 0 ? read(fd, text, sizeof(text) - 1) : -1;
+	close(fd);
+	if (n <= 0)
+		return false;
+	text[n] = '\0';
+	/* The command (field 2) may hold spaces and ')': count from the last ')'. */
+	const char *p = strrchr(text, ')');
+	if (p == NULL)
+		return false;
+	unsigned field = 2;
+	for (; *p != '\0' && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	uint64_t v = 0;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	*start = v;
+	*uid = st.st_uid;
+	return true;
+}
+
+/* Whether a slot of the file holds a live process of the file's owner: its pid, with the start
+ * time the slot recorded, in the /proc of the segment's namespace. */
+static bool slots_live(struct ta_agent_segments *set, int fd, const struct file_id *id,
+		       const char *proc, uint32_t slots_off, uint32_t slot_size, uint32_t nslots)
+{
+	size_t len = (size_t)nslots * slot_size;
+	if (len > SLOTS_READ_MAX)
+		return false;
+	char *slots = malloc(len);
+	bool live = false;
+	if (slots == NULL || pread(fd, slots, len, slots_off) != (ssize_t)len) {
+		free(slots);
+		return false;
+	}
+	set->cur.bytes_read += len;
+	for (unsigned i = 0; i < nslots && !live; i++) {
+		const struct ta_shm_slot *slot = (const void *)(slots + (size_t)i * slot_size);
+		uint32_t pid = atomic_load(&((struct ta_shm_slot *)slot)->pid);
+		uint64_t want = atomic_load(&((struct ta_shm_slot *)slot)->start_time), start;
+		uid_t uid;
+		if (pid == 0 || pid > INT32_MAX || want == 0)
+			continue;
+		live = proc_stat(proc, pid, &start, &uid) && start == want && uid == id->owner;
+	}
+	free(slots);
+	return live;
+}
+
+static bool segment_live(struct ta_agent_segments *set, struct segment *s)
+{
+	if (s->live_round != set->round) {
+		s->live = slots_live(set, s->fd, &s->id, s->proc, s->slots_off, s->slot_size,
+				     s->max_slots);
+		s->live_round = set->round;
+	}
+	return s->live;
+}
+
+/* Which segment to keep first: root's, then one with live processes. */
+static unsigned rank(uid_t owner, bool live)
+{
+	return (owner == 0 ? 2u : 0u) + (live ? 1u : 0u);
+}
+
+/* ---- finding segments ---- */
+
+/* Read len bytes at off into buf, counted. */
+static bool read_at(struct ta_agent_segments *set, int fd, void *buf, size_t len, uint64_t off)
+{
+	if (pread(fd, buf, len, (off_t)off) != (ssize_t)len)
+		return false;
+	set->cur.bytes_read += len;
+	return true;
+}
+
+/* Read and check the header, the tiers' node masks and the agent block; fill the snapshot. */
+static bool take_header(struct ta_agent_segments *set, struct segment *s)
+{
+	struct ta_shm_header h;
+	const char *why = NULL;
+	if (!read_at(set, s->fd, &h, sizeof(h), 0) || atomic_load(&h.state) != TA_SHM_READY ||
+	    ta_shm_validate(&h, s->size, &why) != 0 || ta_shm_agent_block(&h, s->size) == NULL ||
+	    h.tier_size > MAX_TIER_SIZE)
+		return false;
+	s->cgroup_id = h.cgroup_id;
+	s->ntiers = atomic_load(&h.ntiers);
 	if (s->ntiers > TA_SHM_MAX_TIERS)
 		s->ntiers = TA_SHM_MAX_TIERS;
-	s->tiers_off = h->tiers_off;
-	s->tier_size = h->tier_size;
-	s->slots_off = h->slots_off;
-	s->slot_size = h->slot_size;
-	s->max_slots = h->max_slots < TA_SHM_MAX_SLOTS ? h->max_slots : TA_SHM_MAX_SLOTS;
-	s->agent_off = h->agent_off;
+	s->tiers_off = h.tiers_off;
+	s->tier_size = h.tier_size;
+	s->slots_off = h.slots_off;
+	s->slot_size = h.slot_size;
+	s->max_slots = h.max_slots < TA_SHM_MAX_SLOTS ? h.max_slots : TA_SHM_MAX_SLOTS;
+	s->agent_off = h.agent_off;
 	/* Go on from what an earlier agent wrote: the processes compare the alarm with the last
 	 * one they took, so it must not repeat a value. */
-	const struct ta_shm_agent *agent = (const void *)(buf + s->agent_off);
-	s->seq = atomic_load(&((struct ta_shm_agent *)agent)->seq);
-	s->alarm = atomic_load(&((struct ta_shm_agent *)agent)->alarm);
+	struct ta_shm_agent agent;
+	if (!read_at(set, s->fd, &agent, sizeof(agent), s->agent_off))
+		return false;
+	s->seq = atomic_load(&agent.seq);
+	s->alarm = atomic_load(&agent.alarm);
+	char tiers[TA_SHM_MAX_TIERS * MAX_TIER_SIZE];
+	size_t tiers_len = (size_t)s->ntiers * s->tier_size;
+	if (!read_at(set, s->fd, tiers, tiers_len, s->tiers_off))
+		return false;
 	for (unsigned t = 0; t < s->ntiers; t++) {
-		const struct ta_shm_tier *r =
-		    (const void *)(buf + s->tiers_off + (size_t)t * s->tier_size);
-		s->nodes[t] = atomic_load(&((struct ta_shm_tier *)r)->nodes);
+		struct ta_shm_tier *r = (void *)(tiers + (size_t)t * s->tier_size);
+		s->nodes[t] = atomic_load(&r->nodes);
 	}
 	return true;
 }
 
-static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, const char *name,
-		     bool verbose)
+static void segment_free(struct segment *s)
 {
+	if (s->map != NULL)
+		munmap((void *)s->map, s->size);
+	close(s->fd);
+	free(s);
+}
+
+/* Stop keeping s (it was replaced by a better one): remembered as refused. */
+static void evict(struct ta_agent_segments *set, struct segment *s, bool verbose)
+{
+	for (struct segment **p = &set->list; *p != NULL; p = &(*p)->next)
+		if (*p == s) {
+			*p = s->next;
+			break;
+		}
+	struct owner *o = owner_of(set, s->id.owner);
+	if (o != NULL && o->kept > 0)
+		o->kept--;
+	set->nkept--;
+	set->cur.evicted++;
+	if (verbose)
+		printf("tierallocd: segment %s: dropped for a segment with live processes\n",
+		       s->path);
+	/* As it is now: the agent's own writes changed its times since it was opened. */
+	struct stat st;
+	if (fstat(s->fd, &st) == 0 && st.st_ino == s->id.ino && st.st_dev == s->id.dev)
+		s->id = file_id_of(&st);
+	remember(set, &s->id);
+	segment_free(s);
+}
+
+/* A kept segment to give up for one of rank r: one ranked below r, of that owner only when
+ * owner_only; NULL if none. Liveness is checked (once per rescan) only where it decides. */
+static struct segment *victim(struct ta_agent_segments *set, unsigned r, bool owner_only,
+			      uid_t owner)
+{
+	for (struct segment *s = set->list; s != NULL; s = s->next) {
+		if ((owner_only && s->id.owner != owner) || rank(s->id.owner, false) >= r)
+			continue;
+		if (rank(s->id.owner, segment_live(set, s)) < r)
+			return s;
+	}
+	return NULL;
+}
+
+/* Whether a segment of this owner, if valid and live, could be kept. */
+static bool could_keep(struct ta_agent_segments *set, struct owner *o, uid_t uid)
+{
+	if (uid != 0 && o->kept >= set->limits.max_per_uid &&
+	    victim(set, rank(uid, true), true, uid) == NULL)
+		return false;
+	return set->nkept < set->limits.max_segments ||
+	       victim(set, rank(uid, true), false, uid) != NULL;
+}
+
+static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, const char *proc,
+		     const char *name, unsigned *dir_opened, bool verbose)
+{
+	/* First what costs no open: type, links, size, owner, and whether it is known. */
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_nlink != 1 || st.st_size < (off_t)sizeof(struct ta_shm_header) ||
+	    st.st_size > MAX_SEGMENT_BYTES)
+		return;
+	struct segment *known = find(set, st.st_dev, st.st_ino);
+	if (known != NULL) {
+		known->seen = true;
+		return;
+	}
+	struct file_id id = file_id_of(&st);
+	if (refused_lately(set, &id))
+		return;
+	struct owner *o = owner_of(set, st.st_uid);
+	if (o == NULL)
+		return;
+	if (!could_keep(set, o, st.st_uid)) {
+		refuse(set, &id); /* a limit is reached with nothing it could replace */
+		return;
+	}
+	if (st.st_uid != 0) {
+		if (o->opened >= set->limits.opens_per_uid ||
+		    *dir_opened >= set->limits.opens_per_dir) {
+			set->cur.deferred++;
+			return;
+		}
+		o->opened++;
+		(*dir_opened)++;
+	}
 	/* Look before opening for I/O: opening a device node or FIFO a user put there could block
 	 * or have side effects. The O_PATH descriptor pins the inode; reopening it through /proc
 	 * opens that same inode, whatever the name points to by then. */
 	int path_fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (path_fd < 0)
 		return;
-	struct stat st;
 	struct statfs fs;
-	if (fstat(path_fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
-	    fstatfs(path_fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC ||
-	    st.st_size < (off_t)sizeof(struct ta_shm_header) || st.st_size > MAX_SEGMENT_BYTES) {
-		close(path_fd);
-		return;
-	}
-	struct segment *known = find(set, st.st_dev, st.st_ino);
-	if (known != NULL) {
-		known->seen = true;
+	if (fstat(path_fd, &st) != 0 || st.st_dev != id.dev || st.st_ino != id.ino ||
+	    !S_ISREG(st.st_mode) || st.st_nlink != 1 || fstatfs(path_fd, &fs) != 0 ||
+	    fs.f_type != TMPFS_MAGIC || st.st_size < (off_t)sizeof(struct ta_shm_header) ||
+	    st.st_size > MAX_SEGMENT_BYTES) {
+		if (fstat(path_fd, &st) == 0 && st.st_dev == id.dev && st.st_ino == id.ino)
+			refuse(set, &id); /* not on tmpfs: not opened again for a while */
 		close(path_fd);
 		return;
 	}
@@ -142,36 +464,51 @@ static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, 
 	close(path_fd);
 	if (fd < 0)
 		return;
+	set->cur.opened++;
 	struct segment *s = calloc(1, sizeof(*s));
-	char *buf = malloc((size_t)st.st_size);
-	if (s == NULL || buf == NULL)
-		goto drop;
+	if (s == NULL) {
+		close(fd);
+		return;
+	}
 	s->fd = fd;
-	s->dev = st.st_dev;
-	s->ino = st.st_ino;
+	s->id = id;
 	s->size = (size_t)st.st_size;
-	if (pread(fd, buf, s->size, 0) != (ssize_t)s->size || !take_header(s, buf))
-		goto drop;
-	void *map = mmap(NULL, s->size, PROT_READ, MAP_SHARED, fd, 0);
-	if (map == MAP_FAILED)
-		goto drop;
-	s->map = map;
 	snprintf(s->path, sizeof(s->path), "%s/%s", dir, name);
+	snprintf(s->proc, sizeof(s->proc), "%s", proc);
+	if (!take_header(set, s)) {
+		refuse(set, &id);
+		segment_free(s);
+		return;
+	}
+	/* At a limit: kept only in place of a worse segment. */
+	bool owner_full = st.st_uid != 0 && o->kept >= set->limits.max_per_uid;
+	if (owner_full || set->nkept >= set->limits.max_segments) {
+		s->live = segment_live(set, s);
+		struct segment *v = victim(set, rank(st.st_uid, s->live), owner_full, st.st_uid);
+		if (v == NULL) {
+			refuse(set, &id);
+			segment_free(s);
+			return;
+		}
+		evict(set, v, verbose);
+	}
+	void *map = mmap(NULL, s->size, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		segment_free(s);
+		return;
+	}
+	s->map = map;
 	s->seen = true;
 	s->next = set->list;
 	set->list = s;
-	free(buf);
+	o->kept++;
+	set->nkept++;
 	if (verbose)
 		printf("tierallocd: segment %s: cgroup %llu, %u tiers\n", s->path,
 		       (unsigned long long)s->cgroup_id, s->ntiers);
-	return;
-drop:
-	free(buf);
-	free(s);
-	close(fd);
 }
 
-static void scan_dir(struct ta_agent_segments *set, const char *dir, bool verbose)
+static void scan_dir(struct ta_agent_segments *set, const char *dir, const char *proc, bool verbose)
 {
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
@@ -181,10 +518,13 @@ static void scan_dir(struct ta_agent_segments *set, const char *dir, bool verbos
 		close(dirfd);
 		return;
 	}
+	unsigned opened = 0;
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL)
-		if (strncmp(e->d_name, "tieralloc-", 10) == 0)
-			consider(set, dirfd, dir, e->d_name, verbose);
+		if (strncmp(e->d_name, "tieralloc-", 10) == 0) {
+			set->cur.entries++;
+			consider(set, dirfd, dir, proc, e->d_name, &opened, verbose);
+		}
 	closedir(d);
 }
 
@@ -204,7 +544,7 @@ static void scan_namespaces(struct ta_agent_segments *set, bool verbose)
 	while ((e = readdir(proc)) != NULL) {
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
-		char path[300];
+		char path[300], their_proc[300];
 		struct stat ns;
 		snprintf(path, sizeof(path), "/proc/%s/ns/mnt", e->d_name);
 		if (stat(path, &ns) != 0 || ns.st_ino == own.st_ino)
@@ -216,7 +556,8 @@ static void scan_namespaces(struct ta_agent_segments *set, bool verbose)
 			continue;
 		seen[nseen++] = ns.st_ino;
 		snprintf(path, sizeof(path), "/proc/%s/root/dev/shm", e->d_name);
-		scan_dir(set, path, verbose);
+		snprintf(their_proc, sizeof(their_proc), "/proc/%s/root/proc", e->d_name);
+		scan_dir(set, path, their_proc, verbose);
 	}
 	closedir(proc);
 }
@@ -229,23 +570,34 @@ struct ta_agent_segments *ta_agent_segments_new(const char *const *dirs, bool sc
 	set->dirs = dirs;
 	set->scan_proc = scan_proc;
 	set->started_ns = realtime_ns();
+	set->limits = ta_agent_default_limits;
 	return set;
 }
 
-static void segment_free(struct segment *s)
+void ta_agent_segments_set_limits(struct ta_agent_segments *set, const struct ta_agent_limits *l)
 {
-	if (s->map != NULL)
-		munmap((void *)s->map, s->size);
-	close(s->fd);
-	free(s);
+	set->limits = *l;
+}
+
+void ta_agent_segments_stats(const struct ta_agent_segments *set, struct ta_agent_scan_stats *out)
+{
+	*out = set->last;
 }
 
 void ta_agent_segments_rescan(struct ta_agent_segments *set, bool verbose)
 {
+	set->round++;
+	memset(&set->cur, 0, sizeof(set->cur));
 	for (struct segment *s = set->list; s != NULL; s = s->next)
 		s->seen = false;
+	for (unsigned b = 0; b < BUCKETS; b++) {
+		for (struct refused *r = set->refused[b]; r != NULL; r = r->next)
+			r->seen = false;
+		for (struct owner *o = set->owners[b]; o != NULL; o = o->next)
+			o->opened = 0;
+	}
 	for (const char *const *dir = set->dirs; *dir != NULL; dir++)
-		scan_dir(set, *dir, verbose);
+		scan_dir(set, *dir, "/proc", verbose);
 	if (set->scan_proc)
 		scan_namespaces(set, verbose);
 	/* A segment no longer in any directory was removed (or its container is gone). */
@@ -258,8 +610,36 @@ void ta_agent_segments_rescan(struct ta_agent_segments *set, bool verbose)
 		if (verbose)
 			printf("tierallocd: segment %s: gone\n", s->path);
 		*p = s->next;
+		struct owner *o = owner_of(set, s->id.owner);
+		if (o != NULL && o->kept > 0)
+			o->kept--;
+		set->nkept--;
 		segment_free(s);
 	}
+	/* Forget what is gone, and owners with nothing kept. */
+	for (unsigned b = 0; b < BUCKETS; b++) {
+		for (struct refused **p = &set->refused[b]; *p != NULL;) {
+			struct refused *r = *p;
+			if (r->seen) {
+				p = &r->next;
+				continue;
+			}
+			*p = r->next;
+			free(r);
+			set->nrefused--;
+		}
+		for (struct owner **p = &set->owners[b]; *p != NULL;) {
+			struct owner *o = *p;
+			if (o->kept > 0) {
+				p = &o->next;
+				continue;
+			}
+			*p = o->next;
+			free(o);
+		}
+	}
+	set->cur.kept = set->nkept;
+	set->last = set->cur;
 }
 
 /* Bump each live process's wake word and wake its worker. */
@@ -403,6 +783,18 @@ void ta_agent_segments_free(struct ta_agent_segments *set)
 		struct segment *s = set->list;
 		set->list = s->next;
 		segment_free(s);
+	}
+	for (unsigned b = 0; b < BUCKETS; b++) {
+		while (set->refused[b] != NULL) {
+			struct refused *r = set->refused[b];
+			set->refused[b] = r->next;
+			free(r);
+		}
+		while (set->owners[b] != NULL) {
+			struct owner *o = set->owners[b];
+			set->owners[b] = o->next;
+			free(o);
+		}
 	}
 	free(set);
 }

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -151,6 +152,34 @@ static int on_alert(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+/* Each segment kept holds a descriptor: raise the soft limit to fit the cap (and what libbpf
+ * and the ring buffer need), or lower the cap to what the hard limit allows. */
+static void fit_descriptors(struct ta_agent_limits *limits)
+{
+	enum { RESERVE = 128 };
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	rlim_t want = (rlim_t)limits->max_segments + RESERVE;
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0 && getrlimit(RLIMIT_NOFILE, &rl) != 0)
+			return;
+	}
+	if (rl.rlim_cur >= want)
+		return;
+	unsigned fit = rl.rlim_cur > 2 * RESERVE ? (unsigned)(rl.rlim_cur - RESERVE) : RESERVE;
+	if (fit < limits->max_segments) {
+		fprintf(stderr,
+			"tierallocd: %llu file descriptors (RLIMIT_NOFILE): at most %u segments "
+			"instead of %u\n",
+			(unsigned long long)rl.rlim_cur, fit, limits->max_segments);
+		limits->max_segments = fit;
+		if (limits->max_per_uid > fit)
+			limits->max_per_uid = fit;
+	}
+}
+
 static uint64_t monotonic_ms(void)
 {
 	struct timespec ts;
@@ -259,6 +288,9 @@ int main(int argc, char **argv)
 		tieralloc_bpf__destroy(skel);
 		return 1;
 	}
+	struct ta_agent_limits limits = ta_agent_default_limits;
+	fit_descriptors(&limits);
+	ta_agent_segments_set_limits(segments, &limits);
 	struct alerted alerted = { .n = 0 };
 	struct ring_buffer *alerts =
 	    ring_buffer__new(bpf_map__fd(skel->maps.alerts), on_alert, &alerted, NULL);

@@ -247,12 +247,14 @@ static void *large_alloc_in(unsigned t, size_t size, size_t align, bool zero)
 {
 	bool aligned = align > 16;
 	/* Every large object must start in a 64 KiB granule of its own (the address table's
-	 * key): a small one with a modest alignment is given a granule's worth. */
+	 * key): one of more than 64 KiB covers the rest of the granule it starts in, whatever its
+	 * alignment, so a smaller one is given that many bytes. Its alignment does not spare it:
+	 * 10 bytes aligned to 128 KiB start a granule and leave the rest of it to the backend,
+	 * which put the next large object there, in the same table entry (issue 12). It also
+	 * gives 0 bytes a block (memkind gives none for 0). */
 	size_t bytes = size;
-	if (bytes <= TA_SMALL_MAX && align <= TA_SMALL_MAX)
+	if (bytes <= TA_SMALL_MAX)
 		bytes = TA_SMALL_MAX + 1;
-	if (bytes == 0)
-		bytes = 1; /* memkind gives no block for 0 bytes, and 0 must have one of its own */
 	void *user = ta_backend_alloc(t, bytes, aligned ? align : 16, zero);
 	if (user == NULL) {
 		atomic_fetch_add(&ta_arenas[t].backend_failures, 1);

@@ -690,11 +690,20 @@ int ta_cgroup_numa_stat(const char *root, const struct ta_cgroup *cg,
 	long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	rc = ta_cgroup_numa_stat_fd((int)fd, per_node);
+	syscall(SYS_close, (int)fd);
+	return rc;
+}
+
+int ta_cgroup_numa_stat_fd(int fd, uint64_t per_node[TA_CGROUP_NODES])
+{
+	memset(per_node, 0, TA_CGROUP_NODES * sizeof(per_node[0]));
 	struct ns_parser ps;
 	memset(&ps, 0, sizeof(ps));
 	char buf[512];
+	int rc = 0;
 	for (;;) {
-		long n = syscall(SYS_read, (int)fd, buf, sizeof(buf));
+		long n = syscall(SYS_read, fd, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -704,7 +713,6 @@ int ta_cgroup_numa_stat(const char *root, const struct ta_cgroup *cg,
 		for (long i = 0; i < n; i++)
 			ns_feed(&ps, buf[i], per_node);
 	}
-	syscall(SYS_close, (int)fd);
 	ns_feed(&ps, '\n', per_node); /* a last line without its newline */
 	if (rc != 0)
 		return rc;

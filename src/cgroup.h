@@ -77,6 +77,10 @@ int ta_cgroup_read_limits(const char *root, const struct ta_cgroup *cg,
 int ta_cgroup_numa_stat(const char *root, const struct ta_cgroup *cg,
 			uint64_t per_node[TA_CGROUP_NODES]);
 
+/* The same parse from a file the caller opened (tieralloc-stat opens it without trusting the
+ * path a segment gives): 0, -EINVAL when neither line was found, or the read's error. */
+int ta_cgroup_numa_stat_fd(int fd, uint64_t per_node[TA_CGROUP_NODES]);
+
 /*
  * v2 only: ask the kernel to reclaim bytes from the cgroup (write to memory.reclaim, kernel
  * >= 5.19). It can block for a long time: worker thread only, never with an allocator lock held.

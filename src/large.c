@@ -8,10 +8,13 @@
  * memory of the tier). Now the object gets exactly the bytes it asked for.
  *
  * The table is a two-level radix tree over 64 KiB granules of the address space. Every large
- * object starts in a granule of its own: it is over 64 KiB (large_alloc_in makes sure of it), or
- * aligned to more than 64 KiB. So a granule names at most one object, and a record whose user
- * address is not the pointer's is not its record. Lookups take no lock: nodes and records are
- * never unmapped (records are reused), and the user address is checked after the load.
+ * object starts in a granule of its own: its block is over 64 KiB, whatever its size and alignment
+ * (large_alloc_in makes sure of it), so it covers the rest of the granule it starts in. So a
+ * granule names at most one object, and a record whose user address is not the pointer's is not
+ * its record; an entry that is taken is never overwritten (ta_large_table_set refuses, and the
+ * allocation fails rather than losing another object's record). Lookups take no lock: nodes and
+ * records are never unmapped (records are reused), and the user address is checked after the
+ * load.
  * Records and a spare node come from the pool of a shard of the registry (cold.c), under its
  * lock; a node is put in the table with a compare-and-swap, since shards set entries at once.
  */
@@ -22,6 +25,9 @@
 #define LEAF_BITS     15
 #define ROOT_BITS     (TA_ADDR_BITS - GRANULE_SHIFT - LEAF_BITS)
 #define LEAF_SIZE     (1u << LEAF_BITS)
+
+_Static_assert(TA_SMALL_MAX + 1 > ((size_t)1 << GRANULE_SHIFT),
+	       "a large object's block covers the rest of the granule it starts in");
 
 struct leaf {
 	_Atomic(struct ta_large *) slot[LEAF_SIZE];
@@ -118,7 +124,16 @@ bool ta_large_table_set(const void *p, struct ta_large *l, struct ta_large_pool 
 			leaf = expect; /* another shard put one there first; ours stays spare */
 		}
 	}
-	atomic_store_explicit(&leaf->slot[i], l, memory_order_release);
+	/* Taken: another object starts in this granule, which large_alloc_in rules out. Refuse
+	 * rather than lose that object's record. */
+	struct ta_large *expect = NULL;
+	if (!atomic_compare_exchange_strong_explicit(&leaf->slot[i], &expect, l,
+						     memory_order_release, memory_order_relaxed) &&
+	    expect != l) {
+		ta_log(TA_LOG_ERROR, "large object %p: its 64 KiB granule already holds %p", p,
+		       __atomic_load_n(&expect->user, __ATOMIC_RELAXED));
+		return false;
+	}
 	return true;
 }
 

@@ -5,8 +5,21 @@
  * max), the charge, the kernel's usage on the tier's nodes (memory.numa_stat, cgroup v2), the
  * headroom and the event counts; and, when the agent (tierallocd) writes them, the pages the
  * kernel promoted, demoted and moved into each tier, with their rates. A plain table, JSON
- * (--json), or a table refreshed every N seconds (--watch N). Read-only: it maps segments without
- * write access and never creates one.
+ * (--json), or a table refreshed every N seconds (--watch N). Read-only: it never writes or
+ * creates a segment.
+ *
+ * It is often run as root, and a segment is whatever its owner (any user) wrote: nothing read
+ * from one is trusted.
+ * - A file is opened without following a link and without blocking (a FIFO named like a segment
+ *   would otherwise hang the tool), taken only if it is a regular file of at most 1 MiB, and read
+ *   once into private memory (pread, never a mapping: its owner may truncate it at any moment);
+ *   the header is validated on that copy, which cannot change afterwards, and only the parts
+ *   used are read (a sparse file of 1 MiB costs a few KiB).
+ * - Strings (the cgroup path, tier names, the file's name) are bounded by their fields and
+ *   printed escaped: no control character reaches the terminal, and JSON stays valid.
+ * - The cgroup's files are read only from a cgroup2 file system under /sys/fs/cgroup: the path
+ *   must be plain (no "." or ".." part), the file is opened without blocking or following a
+ *   final link, and must be a regular file on cgroup2 (fstatfs).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -16,22 +29,114 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cgroup.h"
 #include "shm.h"
 
+#define MAX_SEGMENT_BYTES (1u << 20)
+#define CGROUP_MOUNT	  "/sys/fs/cgroup"
+#define TIER_NAME_MAX	  sizeof(((struct ta_shm_tier *)0)->name)
+
 struct seg {
-	char name[300];
-	const struct ta_shm_header *hdr;
+	char name[300];	    /* "/" and the file's name, as read: printed escaped */
+	unsigned char *buf; /* the parts of the file used, at their offsets; the rest zero */
+	const struct ta_shm_header *hdr; /* = buf once it validated */
 	size_t size;
+	uid_t owner;
 	const char *error; /* why it could not be read, or NULL */
+	/* The strings, bounded by their fields and terminated. */
+	char cgroup_path[TA_SHM_PATH_MAX + 1];
+	char tier_name[TA_SHM_MAX_TIERS][TIER_NAME_MAX + 1];
 };
 
 static const char *shm_dir = "/dev/shm";
+
+/* ---- printing what a segment says ---- */
+
+/* The code point of the UTF-8 sequence at s (at most n bytes), and its length; 0 when it is not
+ * a valid, shortest-form sequence. */
+static unsigned utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+	unsigned len;
+	uint32_t c = s[0], min;
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	} else if ((c & 0xe0) == 0xc0) {
+		len = 2, c &= 0x1f, min = 0x80;
+	} else if ((c & 0xf0) == 0xe0) {
+		len = 3, c &= 0x0f, min = 0x800;
+	} else if ((c & 0xf8) == 0xf0) {
+		len = 4, c &= 0x07, min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (len > n)
+		return 0;
+	for (unsigned i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (s[i] & 0x3f);
+	}
+	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*cp = c;
+	return len;
+}
+
+/* For a terminal: printable ASCII as is, a backslash doubled, every other byte as \xNN. */
+static void text_escape(const char *s, char *out, size_t n)
+{
+	size_t pos = 0;
+	for (; *s != '\0' && pos + 5 <= n; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '\\')
+			pos += (size_t)snprintf(out + pos, n - pos, "\\\\");
+		else if (c >= 0x20 && c < 0x7f)
+			out[pos++] = (char)c;
+		else
+			pos += (size_t)snprintf(out + pos, n - pos, "\\x%02x", c);
+	}
+	out[pos] = '\0';
+}
+
+static void text_print(const char *s)
+{
+	char buf[4 * TA_SHM_PATH_MAX + 8];
+	text_escape(s, buf, sizeof(buf));
+	fputs(buf, stdout);
+}
+
+/* A JSON string: valid UTF-8 as is, except control characters (C0, DEL, C1), which are escaped;
+ * a byte that is not valid UTF-8 becomes U+FFFD. */
+static void json_string(const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t n = strlen(str);
+	putchar('"');
+	while (n > 0) {
+		uint32_t cp;
+		unsigned len = utf8_next(s, n, &cp);
+		if (len == 0) {
+			fputs("\\ufffd", stdout);
+			len = 1;
+		} else if (cp == '"' || cp == '\\') {
+			printf("\\%c", (char)cp);
+		} else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) {
+			printf("\\u%04x", (unsigned)cp);
+		} else {
+			fwrite(s, 1, len, stdout);
+		}
+		s += len;
+		n -= len;
+	}
+	putchar('"');
+}
 
 static void human(uint64_t v, char *buf, size_t n)
 {
@@ -49,13 +154,34 @@ static void human(uint64_t v, char *buf, size_t n)
 	snprintf(buf, n, u == 0 ? "%.0f%s" : "%.1f%s", d, units[u]);
 }
 
+/* Read len bytes at off of the file into the copy (within its size: checked by the caller). */
+static bool read_part(int fd, struct seg *s, uint64_t off, uint64_t len)
+{
+	if (off > s->size || len > s->size - off)
+		return false;
+	return pread(fd, s->buf + off, (size_t)len, (off_t)off) == (ssize_t)len;
+}
+
+/* Copy a string field of n bytes, which need not hold a NUL. */
+static void take_string(char *dst, const char *field, size_t n)
+{
+	size_t len = strnlen(field, n);
+	memcpy(dst, field, len);
+	dst[len] = '\0';
+}
+
 static int open_seg(const char *file, struct seg *s)
 {
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "/%s", file);
+	if (strchr(file, '/') != NULL || strcmp(file, "..") == 0 || strcmp(file, ".") == 0) {
+		s->error = "not a name in /dev/shm";
+		return -1;
+	}
 	char path[600];
 	snprintf(path, sizeof(path), "%s/%s", shm_dir, file);
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* Non-blocking: opening a FIFO for reading waits for a writer. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		s->error = strerror(errno);
@@ -63,26 +189,51 @@ static int open_seg(const char *file, struct seg *s)
 			close(fd);
 		return -1;
 	}
-	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(struct ta_shm_header) ||
-	    st.st_size > (1 << 24)) {
+	s->owner = st.st_uid;
+	if (!S_ISREG(st.st_mode)) {
+		s->error = "not a regular file";
+		close(fd);
+		return -1;
+	}
+	if (st.st_size < (off_t)sizeof(struct ta_shm_header) || st.st_size > MAX_SEGMENT_BYTES) {
 		s->error = "not a segment (size)";
 		close(fd);
 		return -1;
 	}
-	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-	close(fd);
-	if (m == MAP_FAILED) {
-		s->error = strerror(errno);
-		return -1;
-	}
-	s->hdr = m;
 	s->size = (size_t)st.st_size;
-	if (atomic_load(&((struct ta_shm_header *)m)->state) != TA_SHM_READY) {
-		s->error = "not ready (its creator has not finished it)";
+	s->buf = calloc(1, s->size);
+	if (s->buf == NULL) {
+		s->error = "out of memory";
+		close(fd);
 		return -1;
 	}
-	if (ta_shm_validate(m, s->size, &s->error) != 0)
+	const struct ta_shm_header *h = (const void *)s->buf;
+	if (!read_part(fd, s, 0, sizeof(*h)))
+		s->error = "truncated while read";
+	else if (atomic_load(&((struct ta_shm_header *)h)->state) != TA_SHM_READY)
+		s->error = "not ready (its creator has not finished it)";
+	else
+		ta_shm_validate(h, s->size, &s->error);
+	if (s->error != NULL) {
+		close(fd);
 		return -1;
+	}
+	/* What is used: the tiers, each slot's pid, the agent block. */
+	unsigned nslots = h->max_slots < TA_SHM_MAX_SLOTS ? h->max_slots : TA_SHM_MAX_SLOTS;
+	bool ok = read_part(fd, s, h->tiers_off, (uint64_t)h->tier_size * h->max_tiers);
+	for (unsigned i = 0; i < nslots && ok; i++)
+		ok = read_part(fd, s, h->slots_off + (uint64_t)i * h->slot_size,
+			       sizeof(struct ta_shm_slot));
+	const struct ta_shm_agent *a = ta_shm_agent_block(h, s->size);
+	if (ok && a != NULL)
+		ok = read_part(fd, s, h->agent_off, sizeof(*a));
+	close(fd);
+	if (!ok) {
+		s->error = "truncated while read";
+		return -1;
+	}
+	s->hdr = h;
+	take_string(s->cgroup_path, h->cgroup_path, sizeof(h->cgroup_path));
 	return 0;
 }
 
@@ -104,6 +255,13 @@ static unsigned ntiers(const struct seg *s)
 	return n < TA_SHM_MAX_TIERS ? n : TA_SHM_MAX_TIERS;
 }
 
+/* Tier t's name, bounded by its field. */
+static const char *tier_name(struct seg *s, unsigned t)
+{
+	take_string(s->tier_name[t], tier_rec(s, t)->name, TIER_NAME_MAX);
+	return s->tier_name[t];
+}
+
 /* Processes attached and alive; dead ones still holding a slot are counted apart. */
 static void count_processes(const struct seg *s, unsigned *alive, unsigned *dead)
 {
@@ -113,24 +271,62 @@ static void count_processes(const struct seg *s, unsigned *alive, unsigned *dead
 		uint32_t pid = atomic_load(&((struct ta_shm_slot *)slot_rec(s, i))->pid);
 		if (pid == 0 || pid == UINT32_MAX)
 			continue;
-		if (kill((pid_t)pid, 0) == 0 || errno == EPERM)
+		/* Not a process group (a negative pid_t): an absurd pid is no process. */
+		if (pid <= INT32_MAX && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
 			(*alive)++;
 		else
 			(*dead)++;
 	}
 }
 
+/*
+ * Open a file of the segment's cgroup for reading, or -1. The path comes from the segment, so it
+ * must name a directory under the cgroup mount without "." or ".." parts, and the file must be a
+ * regular file of a cgroup2 file system: never a FIFO (which would block), a device, a link, or a
+ * file elsewhere that the segment's owner chose. mode: O_RDONLY, or O_PATH to look only.
+ */
+static int open_cgroup_file(const char *dir, const char *file, int mode)
+{
+	static const char mount[] = CGROUP_MOUNT;
+	size_t mlen = sizeof(mount) - 1;
+	if (strncmp(dir, mount, mlen) != 0 || (dir[mlen] != '/' && dir[mlen] != '\0'))
+		return -1;
+	for (const char *p = dir + mlen; *p != '\0';) {
+		const char *part = p + 1, *end = strchr(part, '/');
+		size_t len = end != NULL ? (size_t)(end - part) : strlen(part);
+		if (len == 0 || (len == 1 && part[0] == '.') ||
+		    (len == 2 && part[0] == '.' && part[1] == '.'))
+			return -1;
+		p = part + len;
+	}
+	char path[TA_SHM_PATH_MAX + 64];
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, file) >= sizeof(path))
+		return -1;
+	int fd = open(path, mode | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	struct statfs fs;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fstatfs(fd, &fs) != 0 ||
+	    fs.f_type != CGROUP2_SUPER_MAGIC) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* The kernel's usage of the cgroup on each tier's nodes: a node in several tiers counts in each. */
 static bool observed(const struct seg *s, uint64_t out[TA_SHM_MAX_TIERS])
 {
-	if (s->hdr->cgroup_version != 2 || s->hdr->cgroup_path[0] != '/')
+	if (s->hdr->cgroup_version != 2)
 		return false;
-	struct ta_cgroup cg;
-	memset(&cg, 0, sizeof(cg));
-	cg.version = 2;
-	snprintf(cg.path, sizeof(cg.path), "%.*s", (int)sizeof(cg.path) - 1, s->hdr->cgroup_path);
+	int fd = open_cgroup_file(s->cgroup_path, "memory.numa_stat", O_RDONLY);
+	if (fd < 0)
+		return false;
 	uint64_t per_node[TA_CGROUP_NODES];
-	if (ta_cgroup_numa_stat("", &cg, per_node) != 0)
+	int rc = ta_cgroup_numa_stat_fd(fd, per_node);
+	close(fd);
+	if (rc != 0)
 		return false;
 	for (unsigned t = 0; t < ntiers(s); t++) {
 		uint64_t nodes = atomic_load(&((struct ta_shm_tier *)tier_rec(s, t))->nodes);
@@ -153,12 +349,21 @@ static bool has_enforcement(const struct seg *s)
 	return s->hdr->abi_minor >= 1 && s->hdr->tier_size >= sizeof(struct ta_shm_tier);
 }
 
-/* False once a process of the cgroup found memory.reclaim missing (ABI minor 1). */
+/* Whether the cgroup has memory.reclaim: cgroup v2 only (Linux >= 5.19), so never on v1 or
+ * without a cgroup; not once a process of the cgroup found it missing (ABI minor 1); and only
+ * when the file is there (looked at the way numa_stat is read, without opening it for I/O). */
 static bool reclaim_available(const struct seg *s)
 {
-	if (s->hdr->abi_minor < 1 || s->hdr->header_size < sizeof(struct ta_shm_header))
-		return true;
-	return !(ld(&((struct ta_shm_header *)s->hdr)->notices) & TA_SHM_NOTICE_NO_RECLAIM);
+	if (s->hdr->cgroup_version != 2)
+		return false;
+	if (s->hdr->abi_minor >= 1 && s->hdr->header_size >= sizeof(struct ta_shm_header) &&
+	    (ld(&((struct ta_shm_header *)s->hdr)->notices) & TA_SHM_NOTICE_NO_RECLAIM))
+		return false;
+	int fd = open_cgroup_file(s->cgroup_path, "memory.reclaim", O_PATH);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
 }
 
 /* The agent's block, when an agent wrote it recently and could attribute migrations to the
@@ -224,217 +429,200 @@ static void print_migrations(const struct seg *s)
 	}
 }
 
-static void print_table(struct seg *segs, unsigned nsegs)
+static void print_table(struct seg *s)
 {
-	if (nsegs == 0) {
-		printf("no tieralloc segments in %s\n", shm_dir);
+	if (s->error != NULL) {
+		text_print(s->name);
+		printf(": unreadable: %s\n\n", s->error);
 		return;
 	}
-	for (unsigned i = 0; i < nsegs; i++) {
-		struct seg *s = &segs[i];
-		if (s->error != NULL) {
-			printf("%s: unreadable: %s\n\n", s->name, s->error);
-			continue;
-		}
-		unsigned alive, dead;
-		count_processes(s, &alive, &dead);
-		char id[32] = "";
-		if (s->hdr->cgroup_version == 2)
-			snprintf(id, sizeof(id), ", id %llu",
-				 (unsigned long long)s->hdr->cgroup_id);
-		printf("%s  cgroup %s (v%u%s)  %u process(es)%s\n", s->name,
-		       s->hdr->cgroup_path[0] ? s->hdr->cgroup_path : "(none)",
-		       s->hdr->cgroup_version, id, alive,
-		       dead ? " + dead ones not yet reclaimed" : "");
-		if (!reclaim_available(s))
-			printf(
-			    "memory.reclaim: not available to this cgroup (cgroup v1, or Linux < "
-			    "5.19): an excess no lower tier can take stays\n");
-		uint64_t obs[TA_SHM_MAX_TIERS];
-		bool have_obs = observed(s, obs);
-		printf("%-4s %-8s %-6s %6s %7s %7s %7s %8s %8s %8s %8s %9s %9s %9s %8s %8s %5s\n",
-		       "tier", "name", "nodes", "share", "min", "low", "high", "max", "charged",
-		       "observed", "headroom", "steered", "overflow", "exhausted", "demoted",
-		       "reclaim", "gated");
-		for (unsigned t = 0; t < ntiers(s); t++) {
-			const struct ta_shm_tier *r = tier_rec(s, t);
-			char nodes[64], v[10][16];
-			ta_nodelist_format(ld(&r->nodes), nodes, sizeof(nodes));
-			for (unsigned k = 0; k < TA_NLIMITS; k++)
-				human(ld(&r->limit[k]), v[k], sizeof(v[k]));
-			uint64_t charged = ld(&r->charged), high = ld(&r->limit[TA_LIMIT_HIGH]);
-			human(charged, v[4], sizeof(v[4]));
-			if (have_obs)
-				human(obs[t], v[5], sizeof(v[5]));
-			else
-				snprintf(v[5], sizeof(v[5]), "n/a");
-			human(high > charged ? high - charged : 0, v[6], sizeof(v[6]));
-			const char *gated = "n/a";
-			if (has_enforcement(s)) {
-				human(ld(&r->demoted), v[7], sizeof(v[7]));
-				human(ld(&r->reclaim_asked), v[8], sizeof(v[8]));
-				gated = ld(&r->gated) ? "yes" : "no";
-			} else {
-				snprintf(v[7], sizeof(v[7]), "n/a");
-				snprintf(v[8], sizeof(v[8]), "n/a");
-			}
-			printf("%-4u %-8.8s %-6s %5.1f%% %7s %7s %7s %8s %8s %8s %8s %9llu %9llu "
-			       "%9llu %8s %8s %5s\n",
-			       t, r->name, nodes,
-			       atomic_load(&((struct ta_shm_tier *)r)->share_ppm) / 10000.0, v[0],
-			       v[1], v[2], v[3], v[4], v[5], v[6],
-			       (unsigned long long)ld(&r->steered_away),
-			       (unsigned long long)ld(&r->overflowed),
-			       (unsigned long long)ld(&r->exhausted), v[7], v[8], gated);
-		}
-		print_migrations(s);
-		printf("\n");
-	}
-}
-
-static void json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			printf("\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			printf("\\u%04x", *s);
+	unsigned alive, dead;
+	count_processes(s, &alive, &dead);
+	char id[32] = "";
+	if (s->hdr->cgroup_version == 2)
+		snprintf(id, sizeof(id), ", id %llu", (unsigned long long)s->hdr->cgroup_id);
+	text_print(s->name);
+	printf("  cgroup ");
+	text_print(s->cgroup_path[0] ? s->cgroup_path : "(none)");
+	printf(" (v%u%s)  %u process(es)%s\n", s->hdr->cgroup_version, id, alive,
+	       dead ? " + dead ones not yet reclaimed" : "");
+	if (!reclaim_available(s))
+		printf("memory.reclaim: not available to this cgroup (cgroup v1, no cgroup, or "
+		       "Linux < 5.19): an excess no lower tier can take stays\n");
+	uint64_t obs[TA_SHM_MAX_TIERS];
+	bool have_obs = observed(s, obs);
+	printf("%-4s %-8s %-6s %6s %7s %7s %7s %8s %8s %8s %8s %9s %9s %9s %8s %8s %5s\n", "tier",
+	       "name", "nodes", "share", "min", "low", "high", "max", "charged", "observed",
+	       "headroom", "steered", "overflow", "exhausted", "demoted", "reclaim", "gated");
+	for (unsigned t = 0; t < ntiers(s); t++) {
+		const struct ta_shm_tier *r = tier_rec(s, t);
+		char nodes[64], v[10][16], name[4 * TIER_NAME_MAX + 1];
+		text_escape(tier_name(s, t), name, sizeof(name));
+		ta_nodelist_format(ld(&r->nodes), nodes, sizeof(nodes));
+		for (unsigned k = 0; k < TA_NLIMITS; k++)
+			human(ld(&r->limit[k]), v[k], sizeof(v[k]));
+		uint64_t charged = ld(&r->charged), high = ld(&r->limit[TA_LIMIT_HIGH]);
+		human(charged, v[4], sizeof(v[4]));
+		if (have_obs)
+			human(obs[t], v[5], sizeof(v[5]));
 		else
-			putchar(*s);
+			snprintf(v[5], sizeof(v[5]), "n/a");
+		human(high > charged ? high - charged : 0, v[6], sizeof(v[6]));
+		const char *gated = "n/a";
+		if (has_enforcement(s)) {
+			human(ld(&r->demoted), v[7], sizeof(v[7]));
+			human(ld(&r->reclaim_asked), v[8], sizeof(v[8]));
+			gated = ld(&r->gated) ? "yes" : "no";
+		} else {
+			snprintf(v[7], sizeof(v[7]), "n/a");
+			snprintf(v[8], sizeof(v[8]), "n/a");
+		}
+		printf("%-4u %-8.8s %-6s %5.1f%% %7s %7s %7s %8s %8s %8s %8s %9llu %9llu "
+		       "%9llu %8s %8s %5s\n",
+		       t, name, nodes, atomic_load(&((struct ta_shm_tier *)r)->share_ppm) / 10000.0,
+		       v[0], v[1], v[2], v[3], v[4], v[5], v[6],
+		       (unsigned long long)ld(&r->steered_away),
+		       (unsigned long long)ld(&r->overflowed),
+		       (unsigned long long)ld(&r->exhausted), v[7], v[8], gated);
 	}
-	putchar('"');
+	print_migrations(s);
+	printf("\n");
 }
 
-static void print_json(struct seg *segs, unsigned nsegs)
+static void print_json(struct seg *s, bool first)
 {
 	static const char *const limit_names[TA_NLIMITS] = { "min", "low", "high", "max" };
-	printf("{\"version\":1,\"segments\":[");
-	for (unsigned i = 0; i < nsegs; i++) {
-		struct seg *s = &segs[i];
-		printf("%s{\"name\":", i ? "," : "");
-		json_string(s->name);
-		if (s->error != NULL) {
-			printf(",\"error\":");
-			json_string(s->error);
-			printf("}");
-			continue;
-		}
-		unsigned alive, dead;
-		count_processes(s, &alive, &dead);
-		printf(",\"cgroup\":{\"path\":");
-		json_string(s->hdr->cgroup_path);
-		printf(",\"id\":%llu,\"version\":%u},\"processes\":%u,\"dead_slots\":%u,"
-		       "\"generation\":%llu,\"reclaim_available\":%s,\"tiers\":[",
-		       (unsigned long long)s->hdr->cgroup_id, s->hdr->cgroup_version, alive, dead,
-		       (unsigned long long)ld(&((struct ta_shm_header *)s->hdr)->generation),
-		       reclaim_available(s) ? "true" : "false");
-		uint64_t obs[TA_SHM_MAX_TIERS];
-		bool have_obs = observed(s, obs);
-		const char *agent_why;
-		uint64_t agent_age;
-		const struct ta_shm_agent *agent = agent_counts(s, &agent_why, &agent_age);
-		for (unsigned t = 0; t < ntiers(s); t++) {
-			const struct ta_shm_tier *r = tier_rec(s, t);
-			char nodes[64];
-			ta_nodelist_format(ld(&r->nodes), nodes, sizeof(nodes));
-			printf("%s{\"tier\":%u,\"name\":", t ? "," : "", t);
-			json_string(r->name);
-			printf(",\"nodes\":");
-			json_string(nodes);
-			printf(",\"capacity\":%llu,\"share_ppm\":%u",
-			       (unsigned long long)ld(&r->capacity),
-			       atomic_load(&((struct ta_shm_tier *)r)->share_ppm));
-			for (unsigned k = 0; k < TA_NLIMITS; k++)
-				printf(",\"%s\":%llu", limit_names[k],
-				       (unsigned long long)ld(&r->limit[k]));
-			uint64_t charged = ld(&r->charged), high = ld(&r->limit[TA_LIMIT_HIGH]);
-			printf(",\"charged\":%llu,\"peak\":%llu,\"observed\":",
-			       (unsigned long long)charged, (unsigned long long)ld(&r->peak));
-			if (have_obs)
-				printf("%llu", (unsigned long long)obs[t]);
-			else
-				printf("null");
-			printf(",\"headroom\":%llu,\"steered_away\":%llu,\"overflowed\":%llu,"
-			       "\"exhausted\":%llu,\"reclaimed\":%llu",
-			       (unsigned long long)(high > charged ? high - charged : 0),
-			       (unsigned long long)ld(&r->steered_away),
-			       (unsigned long long)ld(&r->overflowed),
-			       (unsigned long long)ld(&r->exhausted),
-			       (unsigned long long)ld(&r->reclaimed));
-			/* Enforcement (ABI minor 1); null from an older segment. */
-			if (has_enforcement(s))
-				printf(
-				    ",\"untracked\":%llu,\"demoted\":%llu,\"reclaim_asked\":%llu,"
-				    "\"reclaims\":%llu,\"gated\":%s",
-				    (unsigned long long)ld(&r->untracked),
-				    (unsigned long long)ld(&r->demoted),
-				    (unsigned long long)ld(&r->reclaim_asked),
-				    (unsigned long long)ld(&r->reclaims),
-				    ld(&r->gated) ? "true" : "false");
-			else
-				printf(
-				    ",\"untracked\":null,\"demoted\":null,\"reclaim_asked\":null,"
-				    "\"reclaims\":null,\"gated\":null");
-			/* The agent's counts (ABI minor 2), in pages; null without an agent. */
-			if (agent != NULL) {
-				const struct ta_shm_agent_tier *m = &agent->tier[t];
-				printf(",\"migrations\":{\"promoted\":%llu,\"promoted_rate\":%llu,"
-				       "\"demoted\":%llu,\"demoted_rate\":%llu,\"moved\":%llu,"
-				       "\"moved_rate\":%llu}}",
-				       (unsigned long long)ld(&m->promoted),
-				       (unsigned long long)ld(&m->promoted_rate),
-				       (unsigned long long)ld(&m->demoted),
-				       (unsigned long long)ld(&m->demoted_rate),
-				       (unsigned long long)ld(&m->moved),
-				       (unsigned long long)ld(&m->moved_rate));
-			} else {
-				printf(",\"migrations\":null}");
-			}
-		}
-		printf("],\"agent\":{\"available\":%s,\"why_not\":", agent ? "true" : "false");
-		if (agent != NULL)
-			printf("null,\"age_ms\":%llu,\"exact_nodes\":%s,\"alarms\":%llu}",
-			       (unsigned long long)agent_age,
-			       atomic_load(&((struct ta_shm_agent *)agent)->flags) &
-				       TA_SHM_AGENT_EXACT_NODES
-				   ? "true"
-				   : "false",
-			       (unsigned long long)ld(&agent->alarm));
-		else {
-			json_string(agent_why);
-			printf(",\"age_ms\":null,\"exact_nodes\":null,\"alarms\":null}");
-		}
+	printf("%s{\"name\":", first ? "" : ",");
+	json_string(s->name);
+	if (s->error != NULL) {
+		printf(",\"error\":");
+		json_string(s->error);
 		printf("}");
+		return;
 	}
-	printf("]}\n");
+	unsigned alive, dead;
+	count_processes(s, &alive, &dead);
+	printf(",\"cgroup\":{\"path\":");
+	json_string(s->cgroup_path);
+	printf(",\"id\":%llu,\"version\":%u},\"processes\":%u,\"dead_slots\":%u,"
+	       "\"generation\":%llu,\"reclaim_available\":%s,\"tiers\":[",
+	       (unsigned long long)s->hdr->cgroup_id, s->hdr->cgroup_version, alive, dead,
+	       (unsigned long long)ld(&((struct ta_shm_header *)s->hdr)->generation),
+	       reclaim_available(s) ? "true" : "false");
+	uint64_t obs[TA_SHM_MAX_TIERS];
+	bool have_obs = observed(s, obs);
+	const char *agent_why;
+	uint64_t agent_age;
+	const struct ta_shm_agent *agent = agent_counts(s, &agent_why, &agent_age);
+	for (unsigned t = 0; t < ntiers(s); t++) {
+		const struct ta_shm_tier *r = tier_rec(s, t);
+		char nodes[64];
+		ta_nodelist_format(ld(&r->nodes), nodes, sizeof(nodes));
+		printf("%s{\"tier\":%u,\"name\":", t ? "," : "", t);
+		json_string(tier_name(s, t));
+		printf(",\"nodes\":");
+		json_string(nodes);
+		printf(",\"capacity\":%llu,\"share_ppm\":%u", (unsigned long long)ld(&r->capacity),
+		       atomic_load(&((struct ta_shm_tier *)r)->share_ppm));
+		for (unsigned k = 0; k < TA_NLIMITS; k++)
+			printf(",\"%s\":%llu", limit_names[k],
+			       (unsigned long long)ld(&r->limit[k]));
+		uint64_t charged = ld(&r->charged), high = ld(&r->limit[TA_LIMIT_HIGH]);
+		printf(",\"charged\":%llu,\"peak\":%llu,\"observed\":", (unsigned long long)charged,
+		       (unsigned long long)ld(&r->peak));
+		if (have_obs)
+			printf("%llu", (unsigned long long)obs[t]);
+		else
+			printf("null");
+		printf(",\"headroom\":%llu,\"steered_away\":%llu,\"overflowed\":%llu,"
+		       "\"exhausted\":%llu,\"reclaimed\":%llu",
+		       (unsigned long long)(high > charged ? high - charged : 0),
+		       (unsigned long long)ld(&r->steered_away),
+		       (unsigned long long)ld(&r->overflowed),
+		       (unsigned long long)ld(&r->exhausted),
+		       (unsigned long long)ld(&r->reclaimed));
+		/* Enforcement (ABI minor 1); null from an older segment. */
+		if (has_enforcement(s))
+			printf(",\"untracked\":%llu,\"demoted\":%llu,\"reclaim_asked\":%llu,"
+			       "\"reclaims\":%llu,\"gated\":%s",
+			       (unsigned long long)ld(&r->untracked),
+			       (unsigned long long)ld(&r->demoted),
+			       (unsigned long long)ld(&r->reclaim_asked),
+			       (unsigned long long)ld(&r->reclaims),
+			       ld(&r->gated) ? "true" : "false");
+		else
+			printf(",\"untracked\":null,\"demoted\":null,\"reclaim_asked\":null,"
+			       "\"reclaims\":null,\"gated\":null");
+		/* The agent's counts (ABI minor 2), in pages; null without an agent. */
+		if (agent != NULL) {
+			const struct ta_shm_agent_tier *m = &agent->tier[t];
+			printf(",\"migrations\":{\"promoted\":%llu,\"promoted_rate\":%llu,"
+			       "\"demoted\":%llu,\"demoted_rate\":%llu,\"moved\":%llu,"
+			       "\"moved_rate\":%llu}}",
+			       (unsigned long long)ld(&m->promoted),
+			       (unsigned long long)ld(&m->promoted_rate),
+			       (unsigned long long)ld(&m->demoted),
+			       (unsigned long long)ld(&m->demoted_rate),
+			       (unsigned long long)ld(&m->moved),
+			       (unsigned long long)ld(&m->moved_rate));
+		} else {
+			printf(",\"migrations\":null}");
+		}
+	}
+	printf("],\"agent\":{\"available\":%s,\"why_not\":", agent ? "true" : "false");
+	if (agent != NULL)
+		printf("null,\"age_ms\":%llu,\"exact_nodes\":%s,\"alarms\":%llu}",
+		       (unsigned long long)agent_age,
+		       atomic_load(&((struct ta_shm_agent *)agent)->flags) &
+			       TA_SHM_AGENT_EXACT_NODES
+			   ? "true"
+			   : "false",
+		       (unsigned long long)ld(&agent->alarm));
+	else {
+		json_string(agent_why);
+		printf(",\"age_ms\":null,\"exact_nodes\":null,\"alarms\":null}");
+	}
+	printf("}");
 }
 
-static unsigned collect(const char *only, struct seg *segs, unsigned max)
+/* One segment: read, printed, let go. */
+static void show(const char *file, bool json, bool first, bool *bad)
 {
-	unsigned n = 0;
+	struct seg s;
+	*bad = open_seg(file, &s) != 0;
+	if (json)
+		print_json(&s, first);
+	else
+		print_table(&s);
+	free(s.buf);
+}
+
+/* Every segment in /dev/shm, or only the one named; false when that one could not be read. */
+static bool show_all(const char *only, bool json)
+{
+	bool bad = false;
+	if (json)
+		printf("{\"version\":1,\"segments\":[");
 	if (only != NULL) {
-		open_seg(only[0] == '/' ? only + 1 : only, &segs[n++]);
-		return n;
+		show(only[0] == '/' ? only + 1 : only, json, true, &bad);
+	} else {
+		unsigned n = 0;
+		DIR *d = opendir(shm_dir);
+		struct dirent *e;
+		while (d != NULL && (e = readdir(d)) != NULL) {
+			if (strncmp(e->d_name, "tieralloc-v", 11) != 0)
+				continue;
+			bool ignored;
+			show(e->d_name, json, n++ == 0, &ignored);
+		}
+		if (d != NULL)
+			closedir(d);
+		if (n == 0 && !json)
+			printf("no tieralloc segments in %s\n", shm_dir);
 	}
-	DIR *d = opendir(shm_dir);
-	if (d == NULL)
-		return 0;
-	struct dirent *e;
-	while ((e = readdir(d)) != NULL && n < max) {
-		if (strncmp(e->d_name, "tieralloc-v", 11) != 0)
-			continue;
-		open_seg(e->d_name, &segs[n++]);
-	}
-	closedir(d);
-	return n;
-}
-
-static void release(struct seg *segs, unsigned n)
-{
-	for (unsigned i = 0; i < n; i++)
-		if (segs[i].hdr != NULL)
-			munmap((void *)segs[i].hdr, segs[i].size);
+	if (json)
+		printf("]}\n");
+	return !bad;
 }
 
 static void usage(FILE *f)
@@ -488,20 +676,13 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	static struct seg segs[256];
 	for (;;) {
-		unsigned n = collect(only, segs, 256);
 		if (watch != 0 && !json)
 			printf("\033[H\033[2J");
-		if (json)
-			print_json(segs, n);
-		else
-			print_table(segs, n);
+		bool ok = show_all(only, json);
 		fflush(stdout);
-		int bad = only != NULL && n == 1 && segs[0].error != NULL;
-		release(segs, n);
 		if (watch == 0)
-			return bad ? 1 : 0;
+			return ok ? 0 : 1;
 		sleep(watch);
 	}
 }

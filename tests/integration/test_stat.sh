@@ -62,6 +62,9 @@ check "$json" 't0["max"] == 4 << 20 and t0["high"] == 4 << 20 and t1["max"] == t
 check "$json" 't0["charged"] <= 4 << 20 and t1["charged"] >= 8 << 20 and t0["steered_away"] > 0'
 check "$json" 't0["headroom"] == t0["high"] - t0["charged"] and t0["nodes"] == "0"'
 check "$json" "t1[\"max\"] == $lib_t1_max"
+# memory.reclaim is cgroup v2's: on v1 (or without a cgroup) it is never available, whether or
+# not a process has tried it yet (this one has not: it is under its high share).
+check "$json" 'seg["cgroup"]["version"] == 2 or seg["reclaim_available"] is False'
 echo "json: ok"
 
 table=$("$STAT" --name "/$seg")

@@ -14,14 +14,18 @@
 #   test_quota_full.sh     every tier at its max: TIERALLOC_ON_FULL=enomem, lowest (default)
 #   test_quota_limits.sh   a max alone, high below max; bad TIER_LIMITS/SPLIT/ON_FULL values
 #   test_quota_enforce.sh  enforcement: deferred, inline and off; fork; no memory.reclaim on v1
+#   test_stat_hostile.sh   tieralloc-stat against forged segments: strings without a NUL or
+#                          with control characters, FIFOs, cgroup paths that lead elsewhere
+#                          (it runs no program under the preload: sanitized builds run it too)
 # The programs are plain (never sanitized) and built in every configuration: the guest suite
-# (tests/guest/quota.sh) uses them too. The tests are not run in a sanitized build: they run
+# (tests/guest/quota.sh) uses them too. The others are not run in a sanitized build: they run
 # programs under the preload (see tests/integration/local.mk).
 EXTRA_DIST += tests/quota/lib.sh tests/quota/test_quota_share.sh \
 	tests/quota/test_quota_reclaim.sh tests/quota/test_quota_fork.sh \
 	tests/quota/test_quota_bad.sh tests/quota/test_quota_owner.sh \
 	tests/quota/test_quota_full.sh tests/quota/test_quota_limits.sh \
-	tests/quota/test_quota_enforce.sh tests/quota/test_quota_hostile.sh
+	tests/quota/test_quota_enforce.sh tests/quota/test_quota_hostile.sh \
+	tests/quota/test_stat_hostile.sh
 
 check_PROGRAMS += tests/quota/shm_peek tests/quota/shm_forge tests/quota/quota_hog
 
@@ -45,3 +49,4 @@ TESTS += tests/quota/test_quota_share.sh tests/quota/test_quota_reclaim.sh \
 	tests/quota/test_quota_limits.sh \
 	tests/quota/test_quota_enforce.sh tests/quota/test_quota_hostile.sh
 endif
+TESTS += tests/quota/test_stat_hostile.sh

@@ -17,6 +17,12 @@
  *       wrapped    valid, but tier 0's counter absurd (1.8e19, as a wrapped one was seen)
  *       marker     valid, but slot 7 left held by the reclaim marker (pid 0xffffffff) with
  *                  1 MiB of tier 0, which the tier's counter holds too
+ * For tieralloc-stat (tests/quota/test_stat_hostile.sh), segments that validate but whose
+ * strings are hostile:
+ *       nonul      20 KiB (five pages) without a NUL from the cgroup path to the end of the file
+ *       ctrl       a cgroup path and tier names with terminal escapes, newlines, C1 controls and
+ *                  bytes that are not UTF-8
+ *   shm_forge PATH cgroup2 DIR   a cgroup v2 segment whose cgroup path is DIR
  * Truncated, oversized, other owners and modes are made from "valid" by the script.
  *
  *   shm_forge PATH hold SECONDS    a creator at work: create PATH in state INIT, take its lock
@@ -28,6 +34,8 @@
  *                                  (a mapping of its own would die of the truncations)
  */
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +46,11 @@
 #include "tieralloc/shm_abi.h"
 
 /* Room for the minor-3 layout too: 3 tier records of 256 bytes. */
-#define SEG_MAX (TA_SHM_SEG_SIZE + TA_SHM_MAX_TIERS * 64)
-static unsigned char seg[SEG_MAX];
+#define SEG_MAX	   (TA_SHM_SEG_SIZE + TA_SHM_MAX_TIERS * 64)
+#define NONUL_SIZE 20480
+_Static_assert(NONUL_SIZE >= SEG_MAX, "the NUL-less segment holds every record");
+
+static unsigned char seg[NONUL_SIZE];
 static size_t seg_size = TA_SHM_SEG_SIZE;
 
 static void fill_valid(unsigned ntiers)
@@ -76,7 +87,7 @@ static void fill_valid(unsigned ntiers)
 static void fill_garbage(void)
 {
 	uint64_t x = 0x9e3779b97f4a7c15ull;
-	for (size_t i = 0; i < sizeof(seg); i++) {
+	for (size_t i = 0; i < seg_size; i++) {
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
@@ -198,11 +209,13 @@ int main(int argc, char **argv)
 	if (argc == 5 && strcmp(argv[2], "live") == 0)
 		return live(argv[1], (unsigned)atoi(argv[3]), strtoull(argv[4], NULL, 10));
 	if (argc < 3 || argc > 4) {
-		fprintf(stderr, "usage: shm_forge PATH KIND [NTIERS]\n");
+		fprintf(stderr, "usage: shm_forge PATH KIND [NTIERS]\n"
+				"       shm_forge PATH cgroup2 DIR\n");
 		return 2;
 	}
 	const char *kind = argv[2];
-	unsigned ntiers = argc == 4 ? (unsigned)atoi(argv[3]) : 2;
+	bool cgroup2 = strcmp(kind, "cgroup2") == 0;
+	unsigned ntiers = argc == 4 && !cgroup2 ? (unsigned)atoi(argv[3]) : 2;
 	struct ta_shm_header *h = (struct ta_shm_header *)seg;
 	if (strcmp(kind, "garbage") == 0 || strcmp(kind, "garbage1") == 0) {
 		fill_garbage();
@@ -230,6 +243,31 @@ int main(int argc, char **argv)
 			atomic_store(&s7->charged[0], 1u << 20);
 			atomic_store(&((struct ta_shm_tier *)(seg + TA_SHM_TIERS_OFF))->charged,
 				     1u << 20);
+		} else if (strcmp(kind, "nonul") == 0) {
+			/* Every byte from the path on is 'A' (no agent block then). */
+			seg_size = NONUL_SIZE;
+			h->seg_size = NONUL_SIZE;
+			size_t from = offsetof(struct ta_shm_header, cgroup_path);
+			memset(seg + from, 'A', NONUL_SIZE - from);
+		} else if (strcmp(kind, "ctrl") == 0) {
+			static const char path[] = "/sys/fs/cgroup/\033[2J\033]0;owned\007\nfake "
+						   "line\r\xc2\x9b"
+						   "31m\xff\xfe\x7f\\end";
+			memcpy(h->cgroup_path, path, sizeof(path));
+			h->cgroup_version = 1;
+			struct ta_shm_tier *t = (struct ta_shm_tier *)(seg + TA_SHM_TIERS_OFF);
+			memcpy(t[0].name, "\033[31mred\n", 10);
+			memset(t[1].name, '\033', sizeof(t[1].name)); /* and no NUL */
+		} else if (cgroup2) {
+			if (argc != 4 || strlen(argv[3]) >= sizeof(h->cgroup_path)) {
+				fprintf(stderr, "shm_forge: cgroup2 takes a directory\n");
+				return 2;
+			}
+			h->cgroup_version = 2;
+			h->cgroup_id = 4242;
+			strcpy(h->cgroup_path, argv[3]);
+			struct ta_shm_tier *t = (struct ta_shm_tier *)(seg + TA_SHM_TIERS_OFF);
+			atomic_store(&t[0].nodes, 1);
 		} else if (strcmp(kind, "valid") != 0) {
 			fprintf(stderr, "shm_forge: unknown kind %s\n", kind);
 			return 2;

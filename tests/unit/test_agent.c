@@ -7,13 +7,21 @@
  * mapping of the file. Then the allocator's side: a pass that finds a new alarm reads the
  * cgroup's usage although the period is not over, and wakes the cgroup's other workers. The BPF
  * counting itself is tests/bpf and tests/guest/agent.sh.
+ * Issue 12: another user's 1200 valid segments and a few hundred large or sparse junk files
+ * exhaust neither the agent's descriptors nor its rescans (counts of files opened and bytes
+ * read, not times), and the real container's segment is written from the first rescan on.
  */
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <linux/types.h>
+#include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -311,6 +319,203 @@ static void test_publish(void)
 	rmdir(dir);
 }
 
+/* ---- issue 12: another user's files cannot exhaust the agent ---- */
+
+#define NOBODY	   65534
+#define N_FORGED   1200
+#define N_JUNK	   300
+#define N_HUGE	   20
+#define CG_REAL	   777ull
+#define CG_LIVE	   778ull
+#define CG_FORGED0 10000ull
+
+static char many[64];
+
+static unsigned open_fds(void)
+{
+	unsigned n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	if (d == NULL)
+		test_hard("/proc/self/fd");
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Write seg (or a sparse file of size bytes) as many/NAME, owned by uid. */
+static void write_owned(const char *name, size_t size, uid_t uid, bool sparse)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "%s/%s", many, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	bool ok = fd >= 0;
+	if (ok && sparse)
+		ok = ftruncate(fd, (off_t)size) == 0;
+	else if (ok)
+		ok = write(fd, seg, size) == (ssize_t)size;
+	if (!ok || fchown(fd, uid, uid) != 0)
+		test_hard("cannot write %s", path);
+	close(fd);
+}
+
+static bool written_by_agent(const char *name)
+{
+	static _Alignas(64) unsigned char buf[TA_SHM_SEG_SIZE];
+	char path[160];
+	snprintf(path, sizeof(path), "%s/%s", many, name);
+	int fd = open(path, O_RDONLY);
+	memset(buf, 0, sizeof(buf));
+	if (fd < 0 || pread(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
+		test_hard("cannot read %s", path);
+	close(fd);
+	return atomic_load(&agent_of(buf)->written_ns) != 0;
+}
+
+/* The slot 3 of the forged segment: this pid, with its start time, or none. */
+static void forge_slot(pid_t pid)
+{
+	struct ta_shm_slot *slot = (void *)(seg + TA_SHM_SLOTS_OFF);
+	atomic_store(&slot[3].pid, (uint32_t)pid);
+	atomic_store(&slot[3].start_time, pid != 0 ? ta_proc_start_time((int)pid) : 0);
+}
+
+static void test_exhaustion(void)
+{
+	if (geteuid() != 0) {
+		printf("skipped: files of another user need root\n");
+		return;
+	}
+	snprintf(many, sizeof(many), "/dev/shm/ta-unit-agent-many-XXXXXX");
+	if (mkdtemp(many) == NULL)
+		test_skip("no tmpfs at /dev/shm");
+	/* Few descriptors, like the agent under a unit without LimitNOFILE: one per segment
+	 * would run out before the real container's segment was found. */
+	struct rlimit saved, low = { 256, 256 };
+	getrlimit(RLIMIT_NOFILE, &saved);
+	low.rlim_max = saved.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &low);
+
+	/* nobody's: valid segments without a live process, and junk of the maximum size (sparse:
+	 * whole reads would cost 300 MiB a rescan) and far beyond it. */
+	for (unsigned i = 0; i < N_FORGED; i++) {
+		char name[64];
+		forge(2, CG_FORGED0 + i);
+		forge_slot(0);
+		snprintf(name, sizeof(name), "tieralloc-nobody-%04u", i);
+		write_owned(name, TA_SHM_SEG_SIZE, NOBODY, false);
+		if (i == N_FORGED / 2) {
+			/* The container's, root's, among them. */
+			forge(2, CG_REAL);
+			forge_slot(getpid());
+			write_owned("tieralloc-real", TA_SHM_SEG_SIZE, 0, false);
+		}
+	}
+	for (unsigned i = 0; i < N_JUNK + N_HUGE; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "tieralloc-junk-%03u", i);
+		write_owned(name, i < N_JUNK ? 1u << 20 : 64u << 20, NOBODY, true);
+	}
+	const unsigned nfiles = N_FORGED + 1 + N_JUNK + N_HUGE;
+	const struct ta_agent_limits *lim = &ta_agent_default_limits;
+	struct ta_agent_limits limits = *lim;
+	limits.retry_rescans = 100000; /* each refused file is opened once in this test */
+	unsigned fds0 = open_fds();
+	const char *dirs[] = { many, NULL };
+	struct ta_agent_segments *set = ta_agent_segments_new(dirs, false);
+	ta_agent_segments_set_limits(set, &limits);
+	struct ta_agent_count counts[] = { { CG_REAL, 0, TA_BPF_PROMOTE, TA_BPF_NODE_EXACT, 10 } };
+
+	test_context("exhaustion: the first rescan");
+	ta_agent_segments_rescan(set, false);
+	struct ta_agent_scan_stats st;
+	ta_agent_segments_stats(set, &st);
+	expect_eq(st.entries, nfiles);
+	expect_le(st.opened, 1 + lim->opens_per_uid);
+	expect_le(st.bytes_read, (uint64_t)st.opened * TA_AGENT_READ_MAX);
+	expect_gt(st.deferred, 0);
+	expect_ge(ta_agent_segments_publish(set, counts, 1, NULL, 0, 0, 250, false), 1);
+	expect_true(written_by_agent("tieralloc-real"));
+
+	test_context("exhaustion: every file looked at, each opened once, within the budgets");
+	unsigned total_opened = st.opened, max_opened = 0, rounds = 1, bad_bytes = 0;
+	uint64_t total_read = st.bytes_read;
+	do {
+		ta_agent_segments_rescan(set, false);
+		ta_agent_segments_stats(set, &st);
+		total_opened += st.opened;
+		total_read += st.bytes_read;
+		max_opened = st.opened > max_opened ? st.opened : max_opened;
+		bad_bytes += st.bytes_read > (uint64_t)st.opened * TA_AGENT_READ_MAX;
+	} while ((st.deferred > 0 || st.opened > 0) && ++rounds < 1000);
+	expect_le(max_opened, lim->opens_per_uid);
+	expect_eq(bad_bytes, 0);
+	/* The huge files are refused on their size, without an open. */
+	expect_le(total_opened, nfiles - N_HUGE);
+	expect_le(total_read, (uint64_t)total_opened * TA_AGENT_READ_MAX);
+	expect_lt(rounds, 1000);
+	expect_eq(st.opened, 0);
+	expect_eq(st.entries, nfiles);
+	test_context("exhaustion: nobody's segments kept within its cap, one descriptor each");
+	expect_eq(st.kept, 1 + lim->max_per_uid);
+	expect_le(open_fds(), fds0 + 1 + lim->max_per_uid);
+	counts[0].pages = 20;
+	expect_eq(ta_agent_segments_publish(set, counts, 1, NULL, 0, 0, 250, false),
+		  1 + lim->max_per_uid);
+	expect_true(written_by_agent("tieralloc-real"));
+
+	test_context("exhaustion: a segment of nobody's with a live process replaces one without");
+	int ready[2];
+	if (pipe(ready) != 0)
+		test_hard("pipe");
+	pid_t child = fork();
+	if (child == 0) {
+		char c = 0;
+		if (setgid(NOBODY) != 0 || setuid(NOBODY) != 0 ||
+		    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
+			_exit(1);
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	char c;
+	if (child < 0 || read(ready[0], &c, 1) != 1)
+		test_hard("cannot start a process of nobody's");
+	close(ready[0]);
+	close(ready[1]);
+	forge(2, CG_LIVE);
+	forge_slot(child);
+	write_owned("tieralloc-nobody-live", TA_SHM_SEG_SIZE, NOBODY, false);
+	ta_agent_segments_rescan(set, false);
+	ta_agent_segments_stats(set, &st);
+	expect_eq(st.opened, 1);
+	expect_eq(st.evicted, 1);
+	expect_eq(st.kept, 1 + lim->max_per_uid);
+	expect_eq(ta_agent_segments_publish(set, counts, 1, NULL, 0, 0, 250, false),
+		  1 + lim->max_per_uid);
+	expect_true(written_by_agent("tieralloc-nobody-live"));
+	expect_true(written_by_agent("tieralloc-real"));
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+
+	ta_agent_segments_free(set);
+	expect_eq(open_fds(), fds0);
+	setrlimit(RLIMIT_NOFILE, &saved);
+	DIR *d = opendir(many);
+	struct dirent *e;
+	while (d != NULL && (e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.') {
+			char path[400];
+			snprintf(path, sizeof(path), "%s/%s", many, e->d_name);
+			unlink(path);
+		}
+	if (d != NULL)
+		closedir(d);
+	rmdir(many);
+	test_context("%s", "");
+}
+
 /* ---- the allocator's side ---- */
 
 static void test_worker_alarm(void)
@@ -381,6 +586,7 @@ int main(int argc, char **argv)
 	test_alarm_rule();
 	test_block_bounds();
 	test_publish();
+	test_exhaustion();
 	char path[128];
 	snprintf(path, sizeof(path), "/dev/shm%s", strchr(shm_name_var, '=') + 1);
 	test_worker_alarm();

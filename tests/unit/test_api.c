@@ -917,6 +917,62 @@ static void test_large_threads(void)
 		expect_eq(w[i].bad, 0);
 }
 
+/* Issue 12, item 1: every large object owns the 64 KiB granule it starts in, whatever its size and
+ * alignment. Small objects aligned above a page used to be given only their own bytes, and a later
+ * large object placed in the rest of the granule took their record: usable size 0, realloc
+ * refused, free ignored (the object and its charge leaked). */
+static void test_large_granules(void)
+{
+	tieralloc_free(tieralloc_malloc(1)); /* this thread's cache, before the baseline */
+	const size_t aligns[] = { 8 * KiB, 32 * KiB, 64 * KiB, 128 * KiB, 1 * MiB };
+	for (unsigned a = 0; a < sizeof(aligns) / sizeof(aligns[0]); a++) {
+		enum { N = 64 };
+		size_t align = aligns[a];
+		test_context("large granules: %d x memalign(%zu, 10), then malloc(70000)", N,
+			     align);
+		struct tieralloc_tier_stats before = stats(0);
+		unsigned char *p[N], *big[N];
+		for (unsigned i = 0; i < N; i++) {
+			p[i] = tieralloc_memalign(align, 10);
+			big[i] = tieralloc_malloc(70000);
+			expect_true(p[i] != NULL && big[i] != NULL);
+			if (p[i] == NULL || big[i] == NULL)
+				return;
+			expect_eq((uintptr_t)p[i] % align, 0);
+			memset(p[i], 0xa0 + (int)(i % 16), 10);
+			memset(big[i], 0x50, 70000);
+		}
+		unsigned short_usable = 0, bad_big = 0;
+		for (unsigned i = 0; i < N; i++) {
+			short_usable += tieralloc_malloc_usable_size(p[i]) < 10;
+			bad_big += tieralloc_malloc_usable_size(big[i]) < 70000;
+		}
+		expect_eq(short_usable, 0);
+		expect_eq(bad_big, 0);
+		/* realloc keeps the aligned objects' bytes (it may move them). */
+		unsigned failed = 0, changed = 0;
+		for (unsigned i = 0; i < N; i++) {
+			unsigned char *q = tieralloc_realloc(p[i], 20);
+			if (q == NULL) {
+				failed++;
+				continue;
+			}
+			p[i] = q;
+			changed += !filled(q, 10, (unsigned char)(0xa0 + i % 16));
+		}
+		expect_eq(failed, 0);
+		expect_eq(changed, 0);
+		for (unsigned i = 0; i < N; i++) {
+			tieralloc_free(p[i]);
+			tieralloc_free(big[i]);
+		}
+		/* Everything was given back: no object's record was lost. */
+		struct tieralloc_tier_stats after = stats(0);
+		expect_eq(after.bytes_live, before.bytes_live);
+	}
+	test_context("%s", "");
+}
+
 int main(int argc, char **argv)
 {
 	test_reexec_with_env(argv, NULL);
@@ -938,5 +994,6 @@ int main(int argc, char **argv)
 	test_explicit_tier();
 	test_large_double_free();
 	test_large_threads();
+	test_large_granules();
 	return test_done();
 }
