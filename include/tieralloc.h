@@ -76,7 +76,8 @@ struct tieralloc_tier_stats {
 	uint32_t version;	   /* out: 1 */
 	uint64_t bytes_live;	   /* bytes handed out and not yet freed, by every thread */
 	uint64_t bytes_peak;	   /* highest charge seen (see README: charge batching) */
-	uint64_t charged;	   /* bytes charged against the limit: live + per-thread stock */
+	uint64_t charged;	   /* bytes charged against the limit: runs of small objects (in use
+				      or free), large objects, per-thread stock */
 	uint64_t limit;		   /* current byte limit of this tier (UINT64_MAX: none) */
 	uint64_t allocs;	   /* allocations placed in this tier */
 	uint64_t explicit_allocs;  /* of which by tieralloc_malloc_tier() */

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The malloc family. Fast paths: malloc pops from this thread's cache of the preferred tier when
- * the thread's stock covers the size; free finds the tier and class from the chunk map and the
- * chunk header and pushes onto this thread's cache. Everything else (choosing another tier,
- * refills, large objects, the states before initialisation) is in the slow paths below.
+ * The malloc family. Fast paths: malloc pops from this thread's cache of the preferred tier;
+ * free finds the tier and class from the chunk map and the chunk header and pushes onto this
+ * thread's cache. Neither charges anything: small objects are charged by the run, when a run is
+ * cut (arena.c). Everything else (choosing another tier, refills, large objects, the states before
+ * initialisation) is in the slow paths below.
  *
- * Steering: the fastest tier whose charge stays within its limit; when every tier is at its limit
- * the allocation goes to the last tier anyway (counted as overflowed) rather than failing.
- * An explicit tier (tieralloc_malloc_tier) is charged where it lands, limit or not.
+ * Steering: the fastest tier that has a free object of the class (already charged) or whose
+ * charge for a new run stays within its limit; when every tier is at its limit the allocation
+ * goes to the last tier anyway (counted as overflowed) rather than failing. An explicit tier
+ * (tieralloc_malloc_tier) is charged where it lands, limit or not.
  */
 #include <stdint.h>
 #include <string.h>
@@ -30,29 +32,38 @@ static void log_foreign(const void *p, const char *what)
 		ta_log(TA_LOG_WARN, "%s(%p): pointer not allocated by tieralloc; ignored", what, p);
 }
 
-/* ---- charging outside the small-object fast paths ---- */
+/* ---- live bytes (statistics) and the charges of large objects ---- */
 
-/* Charge bytes to tier t for this thread: from its stock when it has a cache (most large
- * allocations then touch no shared line), else straight to the tier. */
+static inline void live_add(struct ta_tcache *tc, unsigned t, int64_t bytes)
+{
+	if (tc == NULL)
+		atomic_fetch_add(&ta_arenas[t].folded_live, bytes);
+	else
+		__atomic_store_n(&tc->live[t], tc->live[t] + bytes, __ATOMIC_RELAXED);
+}
+
+/* Charge a large object's bytes to tier t for this thread: from its stock when it has a cache
+ * (most large allocations then touch no shared line), else straight to the tier. */
 static bool charge(struct ta_tcache *tc, unsigned t, uint64_t bytes, int level, bool force)
 {
 	if (tc == NULL) {
 		if (!ta_arena_charge(t, bytes, level, force))
 			return false;
-		atomic_fetch_add(&ta_arenas[t].folded_live, (int64_t)bytes);
-		return true;
+	} else {
+		if (tc->stock[t] < (int64_t)bytes &&
+		    !ta_tcache_stock_refill(tc, t, bytes, level, force))
+			return false;
+		__atomic_store_n(&tc->stock[t], tc->stock[t] - (int64_t)bytes, __ATOMIC_RELAXED);
 	}
-	if (tc->stock[t] < (int64_t)bytes && !ta_tcache_stock_refill(tc, t, bytes, level, force))
-		return false;
-	__atomic_store_n(&tc->stock[t], tc->stock[t] - (int64_t)bytes, __ATOMIC_RELAXED);
+	live_add(tc, t, (int64_t)bytes);
 	return true;
 }
 
 static void uncharge(struct ta_tcache *tc, unsigned t, uint64_t bytes)
 {
+	live_add(tc, t, -(int64_t)bytes);
 	if (tc == NULL) {
 		ta_arena_uncharge(t, bytes);
-		atomic_fetch_sub(&ta_arenas[t].folded_live, (int64_t)bytes);
 		return;
 	}
 	__atomic_store_n(&tc->stock[t], tc->stock[t] + (int64_t)bytes, __ATOMIC_RELAXED);
@@ -97,7 +108,7 @@ static void count_alloc(struct ta_tcache *tc, unsigned t, unsigned slot)
 /* ---- small objects ---- */
 
 /* A cached object whose chunk was demoted since it was cached: it belongs in the other tier's
- * bin, and is charged there when handed out (enforce.c moved the chunk's live charge only). */
+ * bin (the chunk's charge moved with it, demote.c). */
 static void rehome(struct ta_tcache *tc, unsigned u, unsigned cls, void *p)
 {
 	struct ta_bin *b = &tc->bins[u][cls];
@@ -106,13 +117,15 @@ static void rehome(struct ta_tcache *tc, unsigned u, unsigned cls, void *p)
 	b->slots[b->count++] = p;
 }
 
-static void *bin_take(struct ta_tcache *tc, unsigned t, unsigned cls)
+/* An object of cls from tier t: this thread's cache, else the tier's free objects, else a new run
+ * charged as ch says. */
+static void *bin_take(struct ta_tcache *tc, unsigned t, unsigned cls, struct ta_fill_charge *ch)
 {
 	struct ta_bin *bin = &tc->bins[t][cls];
 	for (;;) {
 		if (bin->count == 0 || bin->count > bin->cap) {
 			unsigned want = bin->cap / 2 ? bin->cap / 2 : 1;
-			bin->count = ta_arena_fill(t, cls, bin->slots, want);
+			bin->count = ta_arena_fill(t, cls, bin->slots, want, ch);
 			if (bin->count == 0)
 				return NULL;
 		}
@@ -137,11 +150,12 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
 	void *p = NULL;
 	unsigned t;
 	tc->in_slow = 1;
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
+		ta_shm_refresh_limits(false);
 	if (want_tier >= 0) {
 		t = (unsigned)want_tier;
-		if (tc->stock[t] < csize)
-			ta_tcache_stock_refill(tc, t, (uint64_t)csize, TA_LIMIT_MAX, true);
-		p = bin_take(tc, t, cls);
+		struct ta_fill_charge ch = { TA_LIMIT_MAX, true, false };
+		p = bin_take(tc, t, cls, &ch);
 		if (p != NULL)
 			__atomic_store_n(&tc->cnt[t][2], tc->cnt[t][2] + 1, __ATOMIC_RELAXED);
 	} else {
@@ -149,22 +163,20 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
 		unsigned slot = 0;
 		for (int level = TA_LIMIT_HIGH; level <= TA_LIMIT_MAX && p == NULL; level++) {
 			for (t = 0; t < ta_ntiers; t++) {
-				if (tc->stock[t] >= csize ||
-				    ta_tcache_stock_refill(tc, t, (uint64_t)csize, level, false)) {
-					p = bin_take(tc, t, cls);
-					if (p != NULL)
-						break;
-				}
-				note_full(t);
+				struct ta_fill_charge ch = { level, false, false };
+				p = bin_take(tc, t, cls, &ch);
+				if (p != NULL)
+					break;
+				if (ch.refused)
+					note_full(t);
 				slot = 1;
 			}
 		}
 		if (p == NULL && !ta_quota_enomem) {
 			/* Every tier is at its max: overflow into the last one. */
 			t = ta_ntiers - 1;
-			if (tc->stock[t] < csize)
-				ta_tcache_stock_refill(tc, t, (uint64_t)csize, TA_LIMIT_MAX, true);
-			p = bin_take(tc, t, cls);
+			struct ta_fill_charge ch = { TA_LIMIT_MAX, true, false };
+			p = bin_take(tc, t, cls, &ch);
 			if (p != NULL)
 				note_overflow(t);
 		}
@@ -177,17 +189,17 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
 		}
 	}
 	if (p != NULL) {
-		__atomic_store_n(&tc->stock[t], tc->stock[t] - csize, __ATOMIC_RELAXED);
+		live_add(tc, t, csize);
 		ta_arena_note_peak(t);
 	}
 	finish_slow(tc);
 	return p;
 }
 
-/* A thread without a cache (exiting, or out of metadata): charge and take one object directly. */
+/* A thread without a cache (exiting, or out of metadata): take one object directly. */
 static void *small_alloc_nocache(unsigned cls, int want_tier)
 {
-	uint64_t csize = ta_class_size[cls];
+	int64_t csize = ta_class_size[cls];
 	unsigned first = want_tier >= 0 ? (unsigned)want_tier : 0;
 	unsigned last = want_tier >= 0 ? (unsigned)want_tier : ta_ntiers - 1;
 	for (int level = TA_LIMIT_HIGH; level <= TA_LIMIT_MAX + 1; level++) {
@@ -196,16 +208,15 @@ static void *small_alloc_nocache(unsigned cls, int want_tier)
 			bool force = want_tier >= 0 || (level > TA_LIMIT_MAX && t == last);
 			if (level > TA_LIMIT_MAX && (!force || (want_tier < 0 && ta_quota_enomem)))
 				continue;
-			if (!charge(NULL, t, csize, level > TA_LIMIT_MAX ? TA_LIMIT_MAX : level,
-				    force))
-				continue;
+			struct ta_fill_charge ch = { level > TA_LIMIT_MAX ? TA_LIMIT_MAX : level,
+						     force, false };
 			void *p;
-			if (ta_arena_fill(t, cls, &p, 1) == 1) {
+			if (ta_arena_fill(t, cls, &p, 1, &ch) == 1) {
+				live_add(NULL, t, csize);
 				ta_arena_note_peak(t);
 				count_alloc(NULL, t, want_tier >= 0 ? 2 : t > first ? 1 : 0);
 				return p;
 			}
-			uncharge(NULL, t, csize);
 		}
 	}
 	return NULL;
@@ -219,7 +230,7 @@ __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int 
 		tc = ta_tcache_get();
 	if (tc == NULL) {
 		ta_arena_flush((unsigned)t, cls, &p, 1);
-		uncharge(NULL, (unsigned)t, (uint64_t)csize);
+		live_add(NULL, (unsigned)t, -csize);
 		return;
 	}
 	if (tc->in_slow) {
@@ -235,9 +246,7 @@ __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int 
 	if (bin->count >= bin->cap)
 		ta_tcache_flush_bin(tc, (unsigned)t, cls, bin->cap / 2);
 	bin->slots[bin->count++] = p;
-	__atomic_store_n(&tc->stock[t], tc->stock[t] + csize, __ATOMIC_RELAXED);
-	if (tc->stock[t] > tc->stock_high)
-		ta_tcache_stock_trim(tc, (unsigned)t);
+	live_add(tc, (unsigned)t, -csize);
 	finish_slow(tc);
 }
 
@@ -436,14 +445,14 @@ void *ta_malloc(size_t size)
 		unsigned cls = ta_size_class(size);
 		unsigned t = tc->pref_tier;
 		struct ta_bin *bin = &tc->bins[t][cls];
-		int64_t csize = ta_class_size[cls];
-		if (likely(bin->count - 1u < bin->cap && tc->stock[t] >= csize)) {
+		if (likely(bin->count - 1u < bin->cap)) {
 			void *p = bin->slots[bin->count - 1];
 			/* Still in this tier? Its chunk may have been demoted (slow path). */
 			if (unlikely(ta_chunk_map[(uintptr_t)p >> TA_CHUNK_SHIFT] != t + 1))
 				return alloc_impl(size, 16, -1, false);
 			bin->count--;
-			__atomic_store_n(&tc->stock[t], tc->stock[t] - csize, __ATOMIC_RELAXED);
+			int64_t live = tc->live[t] + (int64_t)ta_class_size[cls];
+			__atomic_store_n(&tc->live[t], live, __ATOMIC_RELAXED);
 			uint64_t *c = &tc->cnt[t][tc->pref_slot];
 			__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
 			return p;
@@ -479,10 +488,8 @@ void ta_free(void *p)
 			struct ta_bin *bin = &tc->bins[t][cls];
 			if (likely(bin->count < bin->cap)) {
 				bin->slots[bin->count++] = p;
-				int64_t stock = tc->stock[t] + (int64_t)ta_class_size[cls];
-				__atomic_store_n(&tc->stock[t], stock, __ATOMIC_RELAXED);
-				if (unlikely(stock > tc->stock_high))
-					ta_tcache_stock_trim(tc, (unsigned)t);
+				int64_t live = tc->live[t] - (int64_t)ta_class_size[cls];
+				__atomic_store_n(&tc->live[t], live, __ATOMIC_RELAXED);
 				return;
 			}
 		}

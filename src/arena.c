@@ -5,6 +5,12 @@
  * flush to in batches. The chunk map (one byte per 4 MiB of address space, reserved but only
  * touched where chunks are) answers "is this pointer in a chunk, and of which tier" in one load.
  * Small-object memory is kept for reuse, never returned to memkind.
+ *
+ * Charging is by the run: cutting a run charges the tier its pages, at the limit level the
+ * steering asks for, and a refused charge cuts no run. Objects handed out and freed again move no
+ * charge: their memory stays the process's, in that tier, as the kernel sees it. So reusing a free
+ * object never needs headroom, and what the kernel reports beyond the charges (untracked) is only
+ * what tieralloc does not hold: metadata, page cache, pages the kernel moved.
  */
 #include <string.h>
 #include <sys/mman.h>
@@ -72,22 +78,32 @@ static struct ta_chunk *chunk_new(unsigned tier)
 	return c;
 }
 
-/* A run of pages for cls; sets *end. Called with the class's central lock held. */
-static char *run_new(unsigned tier, unsigned cls, char **end)
+/* A run of pages for cls, its pages charged as ch says; sets *end. Called with the class's
+ * central lock held. */
+static char *run_new(unsigned tier, unsigned cls, struct ta_fill_charge *ch, char **end)
 {
 	struct ta_arena *a = &ta_arenas[tier];
 	pthread_mutex_lock(&a->chunk_lock);
 	struct ta_chunk *c = a->cur;
 	/* The end of a chunk takes a shorter run rather than being left unused. */
 	unsigned pages = c != NULL ? ta_class_run_fit(cls, TA_CHUNK_PAGES - c->pages_used) : 0;
-	if (pages == 0) {
+	bool fresh = pages == 0;
+	if (fresh)
+		pages = ta_class_run_pages(cls);
+	uint64_t bytes = (uint64_t)pages * TA_PAGE_SIZE;
+	if (!ta_arena_charge(tier, bytes, ch->level, ch->force)) {
+		ch->refused = true;
+		pthread_mutex_unlock(&a->chunk_lock);
+		return NULL;
+	}
+	if (fresh) {
 		c = chunk_new(tier);
 		if (c == NULL) {
+			ta_arena_uncharge(tier, bytes);
 			pthread_mutex_unlock(&a->chunk_lock);
 			return NULL;
 		}
 		a->cur = c;
-		pages = ta_class_run_pages(cls);
 	}
 	unsigned first = c->pages_used;
 	for (unsigned i = 0; i < pages; i++)
@@ -103,7 +119,8 @@ static char *run_new(unsigned tier, unsigned cls, char **end)
 	return start;
 }
 
-unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want)
+unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
+		       struct ta_fill_charge *ch)
 {
 	struct ta_central_bin *b = &ta_arenas[tier].bins[cls];
 	size_t size = ta_class_size[cls];
@@ -117,7 +134,7 @@ unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want)
 	b->count -= got < b->count ? got : b->count;
 	while (got < want) {
 		if (b->bump == b->bump_end) {
-			b->bump = run_new(tier, cls, &b->bump_end);
+			b->bump = run_new(tier, cls, ch, &b->bump_end);
 			if (b->bump == NULL) {
 				b->bump = b->bump_end = NULL;
 				break;
@@ -186,9 +203,6 @@ void ta_arena_move_charge(unsigned from, unsigned to, uint64_t bytes)
 	struct ta_arena *a = &ta_arenas[from], *b = &ta_arenas[to];
 	atomic_fetch_sub(&a->charged, bytes);
 	atomic_fetch_add(&b->charged, bytes);
-	/* Statistics: the moved objects' live bytes are now counted in the lower tier. */
-	atomic_fetch_sub(&a->folded_live, (int64_t)bytes);
-	atomic_fetch_add(&b->folded_live, (int64_t)bytes);
 	atomic_fetch_add(&a->demoted, bytes);
 	ta_arena_note_peak(to);
 	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire)) {
@@ -196,6 +210,13 @@ void ta_arena_move_charge(unsigned from, unsigned to, uint64_t bytes)
 		ta_shm_charge(to, bytes, TA_LIMIT_MAX, true);
 		atomic_fetch_add(&ta_shm.tiers[from].demoted, bytes);
 	}
+}
+
+void ta_arena_move_live(unsigned from, unsigned to, uint64_t bytes)
+{
+	/* Statistics: the moved objects' live bytes are now counted in the lower tier. */
+	atomic_fetch_sub(&ta_arenas[from].folded_live, (int64_t)bytes);
+	atomic_fetch_add(&ta_arenas[to].folded_live, (int64_t)bytes);
 }
 
 /* Is a class's current run (the bump range) inside chunk c? Called with that class's lock. */
@@ -283,7 +304,7 @@ static uint64_t unlink_chunk_objects(struct ta_central_bin *from, struct ta_cent
 	return (uint64_t)n * size;
 }
 
-int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to)
+int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
 {
 	unsigned from = c->tier;
 	struct ta_arena *a = &ta_arenas[from], *b = &ta_arenas[to];
@@ -326,11 +347,12 @@ int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to)
 	pthread_mutex_unlock(&b->chunk_lock);
 	atomic_fetch_add(&b->nchunks, 1);
 	atomic_fetch_add(&a->demotions, 1);
-	/* The objects in use were charged to the old tier and will be freed to the new one: their
-	 * charge moves. Those cached by threads are handed out as the new tier's (alloc.c), and
-	 * those on central lists moved above. */
+	/* Its runs were charged to the old tier when they were cut: that charge moves whole. For
+	 * the statistics, the objects in use were counted live in the old tier and will be freed
+	 * to the new one; those cached by threads are handed out as the new tier's (alloc.c). */
 	uint64_t cached = ta_tcache_cached_in(from, c, TA_CHUNK_SIZE);
-	return carved > listed + cached ? (int64_t)(carved - listed - cached) : 0;
+	*live = carved > listed + cached ? carved - listed - cached : 0;
+	return (int64_t)(c->pages_used - 1) * (int64_t)TA_PAGE_SIZE;
 }
 
 /* Fork: take every arena lock so that the child sees consistent lists, in one fixed order. */

@@ -126,17 +126,6 @@ void ta_restore_range(void *addr, size_t len, unsigned home)
 	errno = saved;
 }
 
-/* This process's live bytes in a tier: every thread's taken - stock, and the folded rest. */
-static uint64_t live_bytes(unsigned tier)
-{
-	int64_t live[TA_MAX_TIERS] = { 0 };
-	uint64_t cnt[TA_MAX_TIERS][3];
-	memset(cnt, 0, sizeof(cnt));
-	ta_tcache_sum(live, cnt);
-	int64_t l = live[tier] + atomic_load(&ta_arenas[tier].folded_live);
-	return l > 0 ? (uint64_t)l : 0;
-}
-
 /* At info level: a container whose seccomp profile refuses mbind and move_pages (Docker's
  * default without CAP_SYS_NICE) would otherwise print it in every program. */
 static void note_failure(int rc)
@@ -164,20 +153,21 @@ uint64_t ta_demote(unsigned from, unsigned to, uint64_t bytes)
 			ta_cold_release(r, -1, -1);
 			continue;
 		}
-		uint64_t charge = r->charge;
+		uint64_t charge = r->charge, live = r->charge;
 		if (r->kind == TA_RANGE_CHUNK) {
-			int64_t c = ta_arena_retag_chunk(r->owner, to);
+			int64_t c = ta_arena_retag_chunk(r->owner, to, &live);
 			if (c < 0)
 				continue; /* became current meanwhile: its pages moved, its charge
 					     not */
-			/* Objects refilled into threads' caches and never handed out are in no
-			 * charge yet count here: never move more than the tier's live bytes, so
-			 * that its counters cannot wrap. The error is bounded by those caches. */
-			charge = (uint64_t)c < live_bytes(from) ? (uint64_t)c : live_bytes(from);
+			/* Its runs' pages, charged when they were cut; never more than the tier
+			 * holds, so that no counter can wrap. */
+			uint64_t held = atomic_load(&ta_arenas[from].charged);
+			charge = (uint64_t)c < held ? (uint64_t)c : held;
 		} else {
 			atomic_fetch_add(&ta_arenas[from].demotions, 1);
 		}
 		ta_arena_move_charge(from, to, charge);
+		ta_arena_move_live(from, to, live);
 		ta_cold_release(r, (int)to, -1);
 		moved += charge;
 		progress += r->charge;

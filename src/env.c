@@ -27,7 +27,7 @@ const struct ta_opt_desc ta_opt_table[] = {
 	{ "PROCESS_LIMIT", TA_OPT_STRING, "",
 	  "per-process byte limit per tier, by index or name: \"0=512M;cxl=2G\"; empty: none" },
 	{ "CHARGE_BATCH", TA_OPT_SIZE, "256K",
-	  "bytes a thread charges at once (4K..64M); bounds the limit overshoot" },
+	  "bytes a thread charges at once for large objects (4K..64M)" },
 	{ "SUMMARY", TA_OPT_STRING, "",
 	  "at exit, append a per-tier summary to this file, or \"stderr\"; empty: none" },
 	{ "SHM_NAME", TA_OPT_STRING, "",

@@ -8,9 +8,11 @@
  * tier's memkind kind provides; a chunk's first 64 KiB page holds its header, the rest is cut into
  * runs of one size class each. A byte map indexed by address >> TA_CHUNK_SHIFT tells in O(1)
  * whether a pointer is in one of our chunks and in which tier. Larger objects come straight from
- * the tier's kind with a 32-byte header in front of them. Each thread caches freed small objects
- * per tier and size class, and holds a "stock" of pre-charged bytes per tier (the kernel's per-cpu
- * memcg stock) so that most operations touch no shared cache line.
+ * the tier's kind, their records apart (large.c). Each thread caches freed small objects per tier
+ * and size class. A tier is charged for small objects by the run: a run's pages when it is cut,
+ * kept while its objects come and go (the memory stays the process's, in that tier); large
+ * objects are charged whole, through a per-thread "stock" of pre-charged bytes (the kernel's
+ * per-cpu memcg stock), so that most operations touch no shared cache line.
  */
 #ifndef TA_INTERNAL_H
 #define TA_INTERNAL_H
@@ -218,8 +220,9 @@ struct ta_arena {
 	struct ta_chunk *cur;
 	struct ta_chunk *chunks;
 	_Atomic uint64_t nchunks;
-	/* Accounting: charged = live + every thread's stock. Written on refills and trims only;
-	 * limit is read there too, so they share a line and the counters below get their own. */
+	/* Accounting: charged = runs cut (small objects, in use or free) + large objects + every
+	 * thread's stock. Written when a run is cut and on stock refills and trims; limit is read
+	 * there too, so they share a line and the counters below get their own. */
 	_Atomic uint64_t charged __attribute__((aligned(64)));
 	_Atomic uint64_t limit;
 	_Atomic uint64_t peak __attribute__((aligned(64)));
@@ -239,8 +242,18 @@ extern struct ta_arena ta_arenas[TA_MAX_TIERS];
 extern uint8_t *ta_chunk_map;
 
 int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS]);
-/* Store up to want objects of cls in out[]; returns how many (0: the tier has no memory). */
-unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want);
+/* How a fill may charge the tier for a new run: at this limit level (TA_LIMIT_HIGH or
+ * TA_LIMIT_MAX), or forced (explicit requests, the overflow into the last tier). */
+struct ta_fill_charge {
+	int level;
+	bool force;
+	bool refused; /* out: a run was needed and the tier's limit refused it */
+};
+/* Store up to want objects of cls in out[]; returns how many. Free objects first (already
+ * charged), then new runs, each charged whole as ch says. 0: nothing free and no run allowed
+ * (ch->refused) or no memory. */
+unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
+		       struct ta_fill_charge *ch);
 /* Give back n objects of cls. */
 void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n);
 void ta_arena_fork_prepare(void);
@@ -272,6 +285,8 @@ void ta_arena_uncharge(unsigned tier, uint64_t bytes);
 /* Demotion moved bytes of this process's charge from one tier to another (both counters, this
  * process's and the cgroup's). */
 void ta_arena_move_charge(unsigned from, unsigned to, uint64_t bytes);
+/* ... and live bytes of its objects in use (statistics only). */
+void ta_arena_move_live(unsigned from, unsigned to, uint64_t bytes);
 /* Up to max chunks of the tier that could be demoted now (not the one runs are cut from, no
  * class's current run in it), with their age. */
 struct ta_chunk_info {
@@ -281,9 +296,9 @@ struct ta_chunk_info {
 };
 unsigned ta_arena_chunks(unsigned tier, struct ta_chunk_info *out, unsigned max, bool movable);
 /* After its pages moved: make chunk c a chunk of tier to (free lists, map, list); returns the
- * charge to move with it (bytes of its objects not on a central free list), or -1 if it can no
- * longer be moved. */
-int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to);
+ * charge to move with it (its runs' pages), or -1 if it can no longer be moved. *live: about the
+ * bytes of its objects in use (those neither on a central list nor in a thread's cache). */
+int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live);
 
 /* ---- cold.c: large objects on record, and the order in which memory is demoted ---- */
 /* A large object's record, kept apart from it (large.c): the object has exactly the bytes it
@@ -386,9 +401,8 @@ struct ta_bin {
 
 struct ta_tcache {
 	struct ta_bin bins[TA_MAX_TIERS][TA_NCLASSES];
-	int64_t stock[TA_MAX_TIERS]; /* pre-charged bytes not handed out yet */
-	int64_t
-	    taken[TA_MAX_TIERS]; /* net bytes taken from the tier's charge: live = taken - stock */
+	int64_t stock[TA_MAX_TIERS]; /* pre-charged bytes for large objects, not handed out yet */
+	int64_t live[TA_MAX_TIERS];  /* bytes handed out minus bytes freed by this thread */
 	/* Allocation counts: [t][0] placed as preferred, [t][1] steered in, [t][2] explicit. */
 	uint64_t cnt[TA_MAX_TIERS][3];
 	unsigned pref_tier;	/* tier the fast path tries: the fastest with headroom */
@@ -407,7 +421,7 @@ struct ta_tcache *ta_tcache_get(void);
 void ta_tcache_retire(struct ta_tcache *tc);
 /* Give all but keep of a bin's objects back to the central list. */
 void ta_tcache_flush_bin(struct ta_tcache *tc, unsigned tier, unsigned cls, unsigned keep);
-/* Refill the thread's stock for tier; false when the tier's limit forbids it. */
+/* Refill the thread's stock for tier (large objects); false when the tier's limit forbids it. */
 bool ta_tcache_stock_refill(struct ta_tcache *tc, unsigned tier, uint64_t need, int level,
 			    bool force);
 void ta_tcache_stock_trim(struct ta_tcache *tc, unsigned tier);

@@ -3,7 +3,8 @@
  * The per-cgroup shared segment (layout: include/tieralloc/shm_abi.h): create or attach,
  * validate, claim this process's slot, charge and uncharge the cgroup's per-tier counters, take
  * back the charges of processes that died, and refresh the limits from the cgroup's files.
- * Charges arrive here only when a thread refills or trims its stock, never per allocation.
+ * Charges arrive here when a run of small objects is cut and when a thread refills or trims its
+ * stock for large objects, never per small allocation.
  * Anything wrong with the segment costs one warning and leaves the process on local accounting.
  */
 #include <fcntl.h>

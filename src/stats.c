@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Statistics and the control tree behind tieralloc_ctl_get/_set. Live bytes are exact at the
- * moment of reading: the arenas' folded counters plus every registered thread's taken - stock.
+ * moment of reading: the arenas' folded counters plus every registered thread's own count.
  */
 #include <string.h>
 

@@ -102,7 +102,6 @@ bool ta_tcache_stock_refill(struct ta_tcache *tc, unsigned tier, uint64_t need, 
 			return false;
 	}
 	__atomic_store_n(&tc->stock[tier], tc->stock[tier] + (int64_t)amount, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->taken[tier], tc->taken[tier] + (int64_t)amount, __ATOMIC_RELAXED);
 	return true;
 }
 
@@ -113,7 +112,6 @@ void ta_tcache_stock_trim(struct ta_tcache *tc, unsigned tier)
 		return;
 	ta_arena_uncharge(tier, (uint64_t)give);
 	__atomic_store_n(&tc->stock[tier], tc->stock[tier] - give, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->taken[tier], tc->taken[tier] - give, __ATOMIC_RELAXED);
 }
 
 void ta_tcache_flush_bin(struct ta_tcache *tc, unsigned tier, unsigned cls, unsigned keep)
@@ -145,7 +143,7 @@ static void fold_counters(struct ta_tcache *tc)
 {
 	for (unsigned t = 0; t < ta_ntiers; t++) {
 		struct ta_arena *a = &ta_arenas[t];
-		atomic_fetch_add(&a->folded_live, tc->taken[t] - tc->stock[t]);
+		atomic_fetch_add(&a->folded_live, tc->live[t]);
 		atomic_fetch_add(&a->folded_allocs, tc->cnt[t][0] + tc->cnt[t][1] + tc->cnt[t][2]);
 		atomic_fetch_add(&a->folded_steered_in, tc->cnt[t][1]);
 		atomic_fetch_add(&a->folded_explicit, tc->cnt[t][2]);
@@ -170,10 +168,9 @@ void ta_tcache_retire(struct ta_tcache *tc)
 	for (unsigned t = 0; t < ta_ntiers; t++) {
 		for (unsigned c = 0; c < TA_NCLASSES; c++)
 			ta_tcache_flush_bin(tc, t, c, 0);
-		/* Return the whole stock: live bytes stay charged, folded into the arena. */
+		/* Return the whole stock; live bytes are folded into the arena. */
 		if (tc->stock[t] > 0)
 			ta_arena_uncharge(t, (uint64_t)tc->stock[t]);
-		tc->taken[t] -= tc->stock[t];
 		tc->stock[t] = 0;
 	}
 	ta_tls = NULL;
@@ -191,8 +188,7 @@ void ta_tcache_sum(int64_t live[TA_MAX_TIERS], uint64_t cnt[TA_MAX_TIERS][3])
 	pthread_mutex_lock(&registry_lock);
 	for (struct ta_tcache *tc = registry; tc != NULL; tc = tc->next) {
 		for (unsigned t = 0; t < ta_ntiers; t++) {
-			live[t] += __atomic_load_n(&tc->taken[t], __ATOMIC_RELAXED) -
-				   __atomic_load_n(&tc->stock[t], __ATOMIC_RELAXED);
+			live[t] += __atomic_load_n(&tc->live[t], __ATOMIC_RELAXED);
 			for (unsigned k = 0; k < 3; k++)
 				cnt[t][k] += __atomic_load_n(&tc->cnt[t][k], __ATOMIC_RELAXED);
 		}
@@ -237,7 +233,6 @@ void ta_tcache_flush_all_mine(void)
 		if (give > 0) {
 			ta_arena_uncharge(t, (uint64_t)give);
 			__atomic_store_n(&tc->stock[t], 0, __ATOMIC_RELAXED);
-			__atomic_store_n(&tc->taken[t], tc->taken[t] - give, __ATOMIC_RELAXED);
 		}
 	}
 	/* Look at the fastest tier again on the next allocation. */
@@ -269,7 +264,6 @@ void ta_tcache_fork_child(void)
 				if (tc->stock[t] > 0)
 					atomic_fetch_sub(&ta_arenas[t].charged,
 							 (uint64_t)tc->stock[t]);
-				tc->taken[t] -= tc->stock[t];
 				tc->stock[t] = 0;
 			}
 			fold_counters(tc);

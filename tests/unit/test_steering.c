@@ -5,12 +5,13 @@
  * tieralloc_tier_of tells where each block went. The environment is read once, in the core's
  * constructor, so the test re-executes itself with it set.
  *
- * The bound under test: a thread charges a tier in batches (TIERALLOC_CHARGE_BATCH) and holds the
- * bytes it charged but has not handed out yet as its "stock", so a tier's live bytes may pass its
- * limit by at most one batch per thread: live <= limit + CHARGE_BATCH * threads. (With the limit
- * set before any allocation the charge itself never passes the limit; the slack is for stock a
- * thread holds when the limit is lowered under it, and for readers that sum threads' counters
- * while they move.)
+ * The bounds under test. Small objects charge their tier by the run, when a run is cut, and a
+ * run the limit refuses is not cut: a tier's charge never passes its limit by steering, and live
+ * bytes never pass the charge. Freeing moves no charge (the memory stays in the tier, free), and
+ * a free object is handed out again whatever the limit, since reusing it does not raise the
+ * charge. So each case below uses a size class no earlier case left free objects of, or limits
+ * relative to what the tier already holds. Large objects are charged whole, through a thread's
+ * stock of CHARGE_BATCH bytes charged at once: at most one batch per thread beyond what is live.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,6 +23,9 @@
 #define MiB	(1024 * KiB)
 #define BLOCK	(4 * KiB)
 #define NBLOCKS (16 * MiB / BLOCK)
+/* Sizes of classes no other case uses: no free object of theirs exists before their case. */
+#define BLOCK_OVERFLOW (2 * KiB)
+#define BLOCK_THREADS  (3 * KiB)
 
 static uint64_t batch; /* TIERALLOC_CHARGE_BATCH in effect */
 static void *blocks[NBLOCKS];
@@ -110,33 +114,48 @@ static void test_small(void)
 
 	test_context("small blocks, tier 0 limited to 1 MiB");
 	expect_eq(pl.failed, 0);
-	/* About the limit lands in tier 0, give or take one charge batch. */
-	expect_le(bytes0, limit + batch);
-	expect_ge(bytes0 + batch, limit);
+	/* Runs are cut in tier 0 until the next would pass the limit: what was free under the limit
+	 * before, less at most one run (the class's run is one 16 KiB page). */
+	expect_le(s0.charged, limit);
+	expect_le(bytes0, s0.charged - b0.charged);
+	expect_ge(bytes0 + 16 * KiB + b0.charged, limit);
 	/* The first blocks, then none: tier 0 stays full while nothing is freed. */
 	expect_eq(pl.first_tier1, pl.in_tier[0]);
 	expect_eq(pl.tier0_after, 0);
 	expect_eq(pl.in_tier[1], NBLOCKS - pl.in_tier[0]);
 	/* The statistics agree. */
-	expect_le(s0.bytes_live, b0.bytes_live + limit + batch);
-	expect_ge(s0.bytes_live, b0.bytes_live + bytes0);
-	expect_ge(s1.bytes_live, b1.bytes_live + (uint64_t)pl.in_tier[1] * BLOCK);
-	expect_le(s0.charged, limit + batch);
+	expect_eq(s0.bytes_live, b0.bytes_live + bytes0);
+	expect_eq(s1.bytes_live, b1.bytes_live + (uint64_t)pl.in_tier[1] * BLOCK);
+	expect_ge(s1.charged - b1.charged, (uint64_t)pl.in_tier[1] * BLOCK);
 	expect_gt(s0.exhausted, b0.exhausted);
 	expect_gt(s1.steered_in, b1.steered_in);
 	expect_ge(s1.allocs - b1.allocs, pl.in_tier[1]);
 	expect_eq(s1.overflowed, b1.overflowed); /* tier 1 has room: nothing overflowed */
 
-	/* Freed, the bytes leave both tiers. */
+	/* Freed, the bytes leave both tiers' live counts; the memory stays charged where it is. */
 	free_blocks();
 	test_context("small blocks freed");
 	expect_eq(stats(0).bytes_live, b0.bytes_live);
 	expect_eq(stats(1).bytes_live, b1.bytes_live);
+	expect_eq(stats(0).charged, s0.charged);
+	expect_eq(stats(1).charged, s1.charged);
+
+	/*
+	 * The same again, limit unchanged: tier 0's free objects are handed out again first (no new
+	 * charge), and nothing new is charged anywhere: the tiers hold enough free memory.
+	 */
+	pl = allocate(NBLOCKS, BLOCK);
+	test_context("small blocks again, from the free memory the tiers hold");
+	expect_eq(pl.failed, 0);
+	expect_ge((uint64_t)pl.in_tier[0] * BLOCK, bytes0);
+	expect_eq(stats(0).charged, s0.charged);
+	expect_eq(stats(1).charged, s1.charged);
+	free_blocks();
 
 	/*
 	 * Limit raised: allocations go back to tier 0. A thread revisits its choice of tier when it
-	 * takes a slow path, which happens at the latest when its stock in tier 1 runs out: at most
-	 * its stock (<= 2 batches) is still served from tier 1.
+	 * takes a slow path, which happens at the latest when its cache of the class in tier 1 runs
+	 * out.
 	 */
 	set_limit(0, 64 * MiB);
 	const unsigned n = 4 * MiB / BLOCK;
@@ -145,7 +164,7 @@ static void test_small(void)
 	       pl.in_tier[1]);
 	test_context("small blocks, tier 0 limit raised");
 	expect_eq(pl.failed, 0);
-	expect_le((uint64_t)pl.in_tier[1] * BLOCK, 2 * batch);
+	expect_le(pl.in_tier[1], ta_class_cache_cap[ta_size_class(BLOCK)]);
 	expect_eq(tieralloc_tier_of(blocks[n - 1]), 0);
 	free_blocks();
 	test_context("%s", "");
@@ -193,19 +212,19 @@ static void test_explicit(void)
 /* Large objects (straight from the kind) are steered by the same limit, each charged whole. */
 static void test_large(void)
 {
-	const uint64_t limit = 4 * MiB;
+	const uint64_t room = 4 * MiB; /* above what tier 0 holds already */
 	const unsigned n = 16;
-	set_limit(0, limit);
+	set_limit(0, stats(0).charged + room);
 	struct tieralloc_tier_stats b0 = stats(0), b1 = stats(1);
 	struct placement pl = allocate(n, 1 * MiB);
 	struct tieralloc_tier_stats s0 = stats(0), s1 = stats(1);
 	printf("large: %u blocks of 1 MiB in tier 0, %u in tier 1 (tier 0 charged %llu before)\n",
 	       pl.in_tier[0], pl.in_tier[1], (unsigned long long)b0.charged);
-	test_context("1 MiB blocks, tier 0 limited to 4 MiB");
+	test_context("1 MiB blocks, tier 0 limited to 4 MiB above what it holds");
 	expect_eq(pl.failed, 0);
-	/* The thread's small-object stock counts against the limit too: 2 to 4 blocks fit. */
-	expect_le((uint64_t)pl.in_tier[0] * MiB, limit);
-	expect_ge((uint64_t)pl.in_tier[0] * MiB + 1 * MiB + 2 * batch, limit);
+	/* The thread's stock for large objects counts against the limit too: 2 to 4 blocks fit. */
+	expect_le((uint64_t)pl.in_tier[0] * MiB, room);
+	expect_ge((uint64_t)pl.in_tier[0] * MiB + 1 * MiB + 2 * batch, room);
 	expect_eq(pl.first_tier1, pl.in_tier[0]);
 	expect_eq(pl.tier0_after, 0);
 	/* Each large block that moved on counts once, in both tiers. */
@@ -237,19 +256,21 @@ static void test_large(void)
 /* Every tier at its limit: the last tier takes the allocation anyway, counted as overflowed. */
 static void test_overflow(void)
 {
-	set_limit(0, 1 * MiB);
-	set_limit(1, 1 * MiB);
-	struct tieralloc_tier_stats b1 = stats(1);
-	const unsigned n = 8 * MiB / BLOCK;
-	struct placement pl = allocate(n, BLOCK);
+	/* No room for a new run anywhere; no free object of the class exists. */
+	set_limit(0, stats(0).charged);
+	set_limit(1, stats(1).charged);
+	struct tieralloc_tier_stats b0 = stats(0), b1 = stats(1);
+	const unsigned n = 1 * MiB / BLOCK_OVERFLOW;
+	struct placement pl = allocate(n, BLOCK_OVERFLOW);
 	void *large = tieralloc_malloc(2 * MiB);
-	test_context("both tiers limited to 1 MiB");
+	test_context("both tiers at their limits");
 	expect_eq(pl.failed, 0);
 	expect_true(large != NULL);
 	expect_eq(tieralloc_tier_of(large), 1);
 	expect_gt(stats(1).overflowed, b1.overflowed);
-	expect_le((uint64_t)pl.in_tier[0] * BLOCK, 1 * MiB + batch);
-	expect_ge((uint64_t)pl.in_tier[1] * BLOCK, 6 * MiB);
+	expect_eq(pl.in_tier[0], 0);
+	expect_eq(pl.in_tier[1], n);
+	expect_eq(stats(0).charged, b0.charged);
 	tieralloc_free(large);
 	free_blocks();
 	set_limit(0, UINT64_MAX);
@@ -258,7 +279,7 @@ static void test_overflow(void)
 }
 
 /* Two threads allocating at once against one limit. */
-enum { NTHREADS = 2, PER_THREAD = 8 * MiB / BLOCK };
+enum { NTHREADS = 2, PER_THREAD = 8 * MiB / BLOCK_THREADS };
 static void *thread_blocks[NTHREADS][PER_THREAD];
 static _Atomic uint64_t max_live0; /* highest tier-0 live bytes any thread saw */
 static pthread_barrier_t start;
@@ -268,7 +289,7 @@ static void *alloc_thread(void *arg)
 	void **mine = arg;
 	pthread_barrier_wait(&start);
 	for (unsigned i = 0; i < PER_THREAD; i++) {
-		mine[i] = tieralloc_malloc(BLOCK);
+		mine[i] = tieralloc_malloc(BLOCK_THREADS);
 		if (mine[i] != NULL)
 			memset(mine[i], 0x77, 64);
 		if (i % 16 == 0) {
@@ -285,8 +306,9 @@ static void *alloc_thread(void *arg)
 
 static void test_threads(void)
 {
-	const uint64_t limit = 1 * MiB;
-	set_limit(0, limit);
+	const uint64_t room = 1 * MiB; /* above what tier 0 holds already */
+	uint64_t held = stats(0).charged;
+	set_limit(0, held + room);
 	uint64_t base = stats(0).bytes_live;
 	uint64_t allocs = stats(0).allocs + stats(1).allocs;
 	pthread_t th[NTHREADS];
@@ -308,19 +330,22 @@ static void test_threads(void)
 				in_tier[tier]++;
 		}
 	}
-	uint64_t bound = limit + batch * NTHREADS;
+	/* Runs are charged before they are cut: the room is never passed. */
+	uint64_t bound = room;
 	uint64_t live0 = stats(0).bytes_live;
 	printf("threads: %u blocks in tier 0, %u in tier 1; tier-0 live peak seen %llu, now %llu "
 	       "(baseline %llu, bound %llu)\n",
 	       in_tier[0], in_tier[1], (unsigned long long)atomic_load(&max_live0),
 	       (unsigned long long)live0, (unsigned long long)base, (unsigned long long)bound);
-	test_context("%u threads, tier 0 limited to 1 MiB", NTHREADS);
+	test_context("%u threads, tier 0 limited to 1 MiB above what it holds", NTHREADS);
 	expect_eq(failed, 0);
 	expect_gt(in_tier[0], 0);
-	expect_le((uint64_t)in_tier[0] * BLOCK, bound);
+	expect_le((uint64_t)in_tier[0] * BLOCK_THREADS, bound);
 	expect_le(atomic_load(&max_live0), base + bound);
 	expect_le(live0, base + bound);
-	expect_ge((uint64_t)in_tier[1] * BLOCK, NTHREADS * 8 * MiB - bound);
+	expect_le(stats(0).charged, held + room);
+	expect_ge((uint64_t)in_tier[1] * BLOCK_THREADS,
+		  (uint64_t)NTHREADS * PER_THREAD * BLOCK_THREADS - bound);
 	/* The exited threads' counts were folded into the tiers, none lost. */
 	expect_eq(stats(0).allocs + stats(1).allocs, allocs + NTHREADS * PER_THREAD);
 
