@@ -9,11 +9,16 @@
  *   footprint-work churn TOTAL BLOCK N    hold TOTAL in BLOCK blocks, then N times free every block
  *                                         and allocate it again (written), as a program that
  *                                         rebuilds its data does
- * After the work it prints "ready <checksum>" and waits for SIGTERM (or stdin to close, with
- * --stdin). Sizes take K and M suffixes. Exit 1 if a block lost its contents.
+ *   footprint-work large N                eight blocks of 5-25 MiB (random, fixed seed), N times
+ *                                         one of them freed and another allocated and written a
+ *                                         byte per page: large blocks coming and going
+ * After the work it prints "ready <blocks> ms=<time the work took>" and waits for SIGTERM (or
+ * stdin to close, with --stdin). Sizes take K and M suffixes. Exit 1 if a block lost its contents.
  */
 #include <signal.h>
 #include <stdint.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +93,53 @@ static int allocate(struct block *v, size_t n)
 	return 1;
 }
 
+/* Until SIGTERM, or stdin's end. */
+static int wait_for_end(int use_stdin)
+{
+	if (use_stdin) {
+		char buf[64];
+		while (read(0, buf, sizeof(buf)) > 0)
+			;
+		return 1;
+	}
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	int sig;
+	return sigwait(&set, &sig) == 0;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Eight slots of 5-25 MiB blocks, one replaced per step, every page written. */
+static int large_blocks(long steps)
+{
+	enum { SLOTS = 8 };
+	struct block slot[SLOTS] = { { NULL, 0 } };
+	for (long i = 0; i < steps; i++) {
+		unsigned s = (unsigned)(next() % SLOTS);
+		if (slot[s].p != NULL && !check(&slot[s], 1))
+			return 0;
+		free(slot[s].p);
+		slot[s].size = ((size_t)5 << 20) + (size_t)(next() % ((size_t)20 << 20));
+		slot[s].p = malloc(slot[s].size);
+		if (slot[s].p == NULL)
+			return 0;
+		for (size_t o = 0; o < slot[s].size; o += 4096)
+			slot[s].p[o] = 0;
+		slot[s].p[0] = slot[s].p[slot[s].size - 1] = 0;
+	}
+	for (unsigned s = 0; s < SLOTS; s++)
+		free(slot[s].p);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -99,6 +151,22 @@ int main(int argc, char **argv)
 	if (use_stdin)
 		argc--;
 	const char *mode = argv[1];
+	double t0 = now_ms();
+	if (strcmp(mode, "large") == 0) {
+		long steps = atol(argv[2]);
+		if (steps <= 0 || !large_blocks(steps)) {
+			fprintf(stderr,
+				"footprint-work: large: bad steps, out of memory or lost data\n");
+			return 1;
+		}
+		double ms = now_ms() - t0;
+		struct rusage ru;
+		getrusage(RUSAGE_SELF, &ru);
+		printf("ready 8 ms=%.0f maxrss_kib=%ld\n", ms, ru.ru_maxrss);
+		fflush(stdout);
+		wait_for_end(use_stdin);
+		return 0;
+	}
 	size_t total = parse_size(argv[2]), block = argc > 3 ? parse_size(argv[3]) : 0;
 	long rounds = argc > 4 ? atol(argv[4]) : 0;
 	int mixed = strcmp(mode, "mixed") == 0;
@@ -125,19 +193,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "footprint-work: a block lost its contents\n");
 		return 1;
 	}
-	printf("ready %zu\n", n);
+	printf("ready %zu ms=%.0f\n", n, now_ms() - t0);
 	fflush(stdout);
-	if (use_stdin) {
-		char buf[64];
-		while (read(0, buf, sizeof(buf)) > 0)
-			;
-	} else {
-		sigset_t set;
-		sigemptyset(&set);
-		sigaddset(&set, SIGTERM);
-		sigprocmask(SIG_BLOCK, &set, NULL);
-		int sig;
-		sigwait(&set, &sig);
-	}
+	wait_for_end(use_stdin);
 	return check(v, n) ? 0 : 1;
 }

@@ -50,7 +50,8 @@ echo "footprint: $(uname -r), THP ${THP:-unknown}, $(nproc) CPUs, $how"
 kib_of() { awk -v k="$1" '$1 == k":" {print $2}' "$2"; }
 
 # run ALLOC NPROC ARGS...: start NPROC workloads, wait until all are ready, measure, stop them.
-# Prints "anon_kib current_kib cg_anon_kib" (the last two empty without cgroup v2).
+# Prints "anon_kib current_kib cg_anon_kib ms maxrss_kib peak_kib": ms and maxrss as the first
+# workload reported them, peak from the cgroup's memory.peak ("-" where there is none).
 run() {
 	alloc=$1 nproc=$2
 	shift 2
@@ -84,7 +85,7 @@ run() {
 				echo "run-footprint: $alloc $*: a workload died: $(cat "$TMP/out.$i")" >&2
 				kill $pids 2>/dev/null
 				wait 2>/dev/null
-				echo "- - -"
+				echo "- - - - - -"
 				return
 			fi
 			sleep 0.1
@@ -96,14 +97,17 @@ run() {
 		a=$(kib_of Anonymous "/proc/$p/smaps_rollup")
 		anon=$((anon + ${a:-0}))
 	done
-	cur= cganon=
+	cur=- cganon=- peak=-
 	if [ -n "$CG" ]; then
 		cur=$(($(cat "$CG/memory.current") / 1024))
 		cganon=$(($(awk '$1 == "anon" {print $2}' "$CG/memory.stat") / 1024))
+		[ -f "$CG/memory.peak" ] && peak=$(($(cat "$CG/memory.peak") / 1024))
 	fi
+	ms=$(sed -n 's/^ready.* ms=\([0-9]*\).*/\1/p' "$TMP/out.0")
+	rss=$(sed -n 's/^ready.* maxrss_kib=\([0-9]*\).*/\1/p' "$TMP/out.0")
 	kill $pids 2>/dev/null
 	wait 2>/dev/null
-	echo "$anon $cur $cganon"
+	echo "$anon $cur $cganon ${ms:--} ${rss:--} $peak"
 }
 
 # MiB with one decimal from KiB.
@@ -147,6 +151,27 @@ scenario "16 processes x 4 MiB mixed" 16 mixed 4M
 scenario "mixed 16B-16KiB: 200 MiB" 1 mixed 200M
 scenario "large: 500 MiB of 64 KiB" 1 hold 500M 64K
 scenario "churn: 400 MiB of 64 KiB x5" 1 churn 400M 64K 5
+
+# Large blocks coming and going: time and peak against glibc's, in the same run (issue 11 asks
+# for both at or below glibc's).
+large() {
+	[ -n "$ONLY" ] && [ "$ONLY" != large ] && return
+	SCEN=$((SCEN + 1))
+	g=$(run glibc 1 large "${LARGE_STEPS:-600}")
+	j=- jt=- jr=-
+	[ -n "$JEMALLOC" ] && j=$(run jemalloc 1 large "${LARGE_STEPS:-600}")
+	t=$(run tieralloc 1 large "${LARGE_STEPS:-600}")
+	f() { echo "$1" | awk -v c="$2" '{print $c}'; }
+	echo
+	echo "large blocks (8 live of 5-25 MiB, ${LARGE_STEPS:-600} replaced, every page written):"
+	printf '  %-10s %9s %9s %9s %9s\n' "" glibc jemalloc tieralloc ta/glibc
+	printf '  %-10s %9s %9s %9s %9s\n' "time ms" "$(f "$g" 4)" "$(f "$j" 4)" "$(f "$t" 4)" \
+		"$(ratio "$(f "$t" 4)" "$(f "$g" 4)")"
+	printf '  %-10s %9s %9s %9s %9s\n' "maxrss MiB" "$(mib "$(f "$g" 5)")" \
+		"$(mib "$(f "$j" 5)")" "$(mib "$(f "$t" 5)")" "$(ratio "$(f "$t" 5)" "$(f "$g" 5)")"
+	echo "  target (issue 11): time and maxrss at or below glibc's"
+}
+large
 
 # Start-up: a preloaded process against one without, side by side (only where the commands are
 # dynamically linked: the guest's are busybox, static, and never load a preload).

@@ -42,26 +42,20 @@ static inline void live_add(struct ta_tcache *tc, unsigned t, int64_t bytes)
 		__atomic_store_n(&tc->live[t], tc->live[t] + bytes, __ATOMIC_RELAXED);
 }
 
-/* Charge a large object's bytes to tier t for this thread: from its stock when it has a cache
- * (most large allocations then touch no shared line), else straight to the tier. */
-static bool charge(struct ta_tcache *tc, unsigned t, uint64_t bytes, int level, bool force)
+/* Charge bytes to tier t for this thread: from its stock when it has a cache (most large
+ * allocations then touch no shared line), else straight to the tier. */
+static bool stock_charge(struct ta_tcache *tc, unsigned t, uint64_t bytes, int level, bool force)
 {
-	if (tc == NULL) {
-		if (!ta_arena_charge(t, bytes, level, force))
-			return false;
-	} else {
-		if (tc->stock[t] < (int64_t)bytes &&
-		    !ta_tcache_stock_refill(tc, t, bytes, level, force))
-			return false;
-		__atomic_store_n(&tc->stock[t], tc->stock[t] - (int64_t)bytes, __ATOMIC_RELAXED);
-	}
-	live_add(tc, t, (int64_t)bytes);
+	if (tc == NULL)
+		return ta_arena_charge(t, bytes, level, force);
+	if (tc->stock[t] < (int64_t)bytes && !ta_tcache_stock_refill(tc, t, bytes, level, force))
+		return false;
+	__atomic_store_n(&tc->stock[t], tc->stock[t] - (int64_t)bytes, __ATOMIC_RELAXED);
 	return true;
 }
 
-static void uncharge(struct ta_tcache *tc, unsigned t, uint64_t bytes)
+static void stock_uncharge(struct ta_tcache *tc, unsigned t, uint64_t bytes)
 {
-	live_add(tc, t, -(int64_t)bytes);
 	if (tc == NULL) {
 		ta_arena_uncharge(t, bytes);
 		return;
@@ -69,6 +63,35 @@ static void uncharge(struct ta_tcache *tc, unsigned t, uint64_t bytes)
 	__atomic_store_n(&tc->stock[t], tc->stock[t] + (int64_t)bytes, __ATOMIC_RELAXED);
 	if (tc->stock[t] > tc->stock_high)
 		ta_tcache_stock_trim(tc, t);
+}
+
+/* Charge a large object's bytes to tier t: first from what the tier keeps of freed large objects
+ * (keep.c: memory it holds already, and that the kind reuses), then from the thread's stock. */
+static bool charge(struct ta_tcache *tc, unsigned t, uint64_t bytes, int level, bool force)
+{
+	uint64_t kept = ta_keep_take(t, bytes);
+	if (kept < bytes && !stock_charge(tc, t, bytes - kept, level, force)) {
+		stock_uncharge(tc, t, kept); /* the kept charge goes on as stock */
+		return false;
+	}
+	live_add(tc, t, (int64_t)bytes);
+	return true;
+}
+
+/* A large object's bytes leave tier t with their charge: its pages were given back or never
+ * were (a failed allocation). */
+static void uncharge(struct ta_tcache *tc, unsigned t, uint64_t bytes)
+{
+	live_add(tc, t, -(int64_t)bytes);
+	stock_uncharge(tc, t, bytes);
+}
+
+/* A large object's bytes went back to its tier's kind, which holds their pages for reuse: they
+ * stay charged, kept (keep.c). */
+static void unlive_keep(struct ta_tcache *tc, unsigned t, uint64_t bytes)
+{
+	live_add(tc, t, -(int64_t)bytes);
+	ta_keep_put(t, bytes);
 }
 
 /* A thread found tier t at its limit and moves on. */
@@ -152,6 +175,7 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
 	tc->in_slow = 1;
 	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
 		ta_shm_refresh_limits(false);
+	ta_keep_age();
 	if (want_tier >= 0) {
 		t = (unsigned)want_tier;
 		struct ta_fill_charge ch = { TA_LIMIT_MAX, true, false };
@@ -165,6 +189,12 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
 			for (t = 0; t < ta_ntiers; t++) {
 				struct ta_fill_charge ch = { level, false, false };
 				p = bin_take(tc, t, cls, &ch);
+				if (p == NULL && ch.refused && ta_keep_release(t)) {
+					/* Quota pressure: freed large objects kept in the tier
+					 * were given back; try again. */
+					ch.refused = false;
+					p = bin_take(tc, t, cls, &ch);
+				}
 				if (p != NULL)
 					break;
 				if (ch.refused)
@@ -285,6 +315,7 @@ static void *large_alloc(size_t size, size_t align, int want_tier, bool zero)
 	struct ta_tcache *tc = ta_tcache_get();
 	if (tc != NULL)
 		tc->in_slow = 1;
+	ta_keep_age();
 	void *p = NULL;
 	if (want_tier >= 0) {
 		unsigned t = (unsigned)want_tier;
@@ -338,12 +369,16 @@ void ta_large_destroy(struct ta_large *l)
 	void *user = l->user;
 	unsigned home = l->tier, placed = l->placed;
 	size_t size = l->size;
-	if (l->state & TA_LARGE_REBOUND)
+	bool rebound = l->state & TA_LARGE_REBOUND;
+	if (rebound)
 		ta_restore_range(user, size, home);
 	ta_backend_free(home, user);
 	ta_large_forget(l);
-	ta_arena_uncharge(placed, size);
-	atomic_fetch_sub(&ta_arenas[placed].folded_live, (int64_t)size);
+	/* Its pages dropped (rebound), or held by its kind for reuse (kept, still charged). */
+	if (rebound || placed != home)
+		uncharge(NULL, placed, size);
+	else
+		unlive_keep(NULL, placed, size);
 }
 
 static void large_free(struct ta_large *l)
@@ -374,10 +409,15 @@ static void large_free(struct ta_large *l)
 			finish_slow(tc);
 		return;
 	}
-	if (last.state & TA_LARGE_REBOUND)
+	bool rebound = last.state & TA_LARGE_REBOUND;
+	if (rebound)
 		ta_restore_range(p, last.size, last.tier);
 	ta_backend_free(last.tier, p);
-	uncharge(tc, last.placed, last.size);
+	if (rebound || last.placed != last.tier)
+		uncharge(tc, last.placed, last.size);
+	else
+		unlive_keep(tc, last.placed, last.size);
+	ta_keep_age();
 	if (tc != NULL)
 		finish_slow(tc);
 }
@@ -565,7 +605,7 @@ static void *large_realloc(struct ta_large *l, size_t size)
 		if (size > old)
 			uncharge(tc, t, size - old);
 	} else if (size < old) {
-		uncharge(tc, t, old - size);
+		unlive_keep(tc, t, old - size); /* the kind holds the tail's pages */
 	} else {
 		ta_arena_note_peak(t);
 	}

@@ -28,6 +28,7 @@
  *   - no huge pages in our .bss, which holds jemalloc's 2 MiB radix-tree root (a few entries of
  *     it are used) and our own sparsely touched tables.
  */
+#include <limits.h>
 #include <link.h>
 #include <memkind.h>
 #include <stdlib.h>
@@ -39,12 +40,18 @@
 
 struct ta_backend_tier ta_backend[TA_MAX_TIERS];
 static memkind_t tier_kind[TA_MAX_TIERS];
+/* The jemalloc arena of each tier's kind (one per kind), or UINT_MAX when unknown. */
+static unsigned tier_arena[TA_MAX_TIERS];
+
+/* memkind's jemalloc, linked in from its archive. */
+int jemk_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
 
 enum { SLOT_DAX, SLOT_HBW, NSLOTS };
 
 /*
- * memkind's environment while the kinds initialise: the program's MEMKIND_* entries, one arena
- * per kind and, for one call, the node list of the kind being set up. Swapped into environ
+ * memkind's environment while the kinds initialise: the program's MEMKIND_* entries and
+ * JEMK_MALLOC_CONF (memkind's jemalloc starts here), one arena per kind and, for one call, the
+ * node list of the kind being set up. Swapped into environ
  * around memkind's calls, without touching the program's environment: setenv() is not used,
  * because some programs (bash) define their own, which does not write environ before their main()
  * runs, and the variables would leak into the program and its children. Only the initialising
@@ -69,10 +76,13 @@ static void private_env_build(void)
 {
 	unsigned n = 0;
 	private_env[n++] = arenas_entry;
-	for (char **e = environ; e != NULL && *e != NULL && n + 2 < ENV_MAX; e++)
-		if (strncmp(*e, "MEMKIND_", 8) == 0 && !env_is(*e, "MEMKIND_ARENA_NUM_PER_KIND") &&
+	for (char **e = environ; e != NULL && *e != NULL && n + 2 < ENV_MAX; e++) {
+		/* memkind's jemalloc starts in here too: its JEMK_MALLOC_CONF must be seen. */
+		bool memkind = strncmp(*e, "MEMKIND_", 8) == 0 || env_is(*e, "JEMK_MALLOC_CONF");
+		if (memkind && !env_is(*e, "MEMKIND_ARENA_NUM_PER_KIND") &&
 		    !env_is(*e, "MEMKIND_DAX_KMEM_NODES") && !env_is(*e, "MEMKIND_HBW_NODES"))
 			private_env[n++] = *e;
+	}
 	private_base = n;
 	private_env[n] = NULL;
 }
@@ -119,6 +129,59 @@ static int bss_no_huge_pages(struct dl_phdr_info *info, size_t size, void *arg)
 			madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
 	}
 	return 1;
+}
+
+/*
+ * The kind's arena keeps freed pages until keep.c says to purge them (dirty_decay_ms -1): its
+ * default purged a freed block of 8 MiB or more at once and the rest after 10 s, without a word
+ * to the quotas. Found by asking jemalloc which arena served a block of the kind.
+ */
+static void arena_setup(unsigned t)
+{
+	tier_arena[t] = UINT_MAX;
+	void *probe = memkind_malloc(tier_kind[t], 64 << 10);
+	if (probe == NULL)
+		return;
+	unsigned arena;
+	size_t len = sizeof(arena);
+	if (jemk_mallctl("arenas.lookup", &arena, &len, &probe, sizeof(probe)) == 0) {
+		char name[64];
+		ssize_t never = -1;
+		ta_format(name, sizeof(name), "arena.%u.dirty_decay_ms", arena);
+		if (jemk_mallctl(name, NULL, NULL, &never, sizeof(never)) == 0)
+			tier_arena[t] = arena;
+	}
+	memkind_free(tier_kind[t], probe);
+	if (tier_arena[t] == UINT_MAX)
+		ta_log(TA_LOG_INFO,
+		       "tier %u: its kind's arena not found; freed pages are purged "
+		       "by memkind",
+		       t);
+}
+
+uint64_t ta_backend_dirty_bytes(unsigned tier)
+{
+	if (tier >= TA_MAX_TIERS || tier_arena[tier] == UINT_MAX)
+		return 0;
+	uint64_t epoch = 1;
+	size_t len = sizeof(epoch);
+	jemk_mallctl("epoch", &epoch, &len, &epoch, sizeof(epoch));
+	char name[64];
+	size_t pages = 0;
+	len = sizeof(pages);
+	ta_format(name, sizeof(name), "stats.arenas.%u.pdirty", tier_arena[tier]);
+	if (jemk_mallctl(name, &pages, &len, NULL, 0) != 0)
+		return 0;
+	return (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+void ta_backend_purge(unsigned tier)
+{
+	if (tier >= TA_MAX_TIERS || tier_arena[tier] == UINT_MAX)
+		return;
+	char name[64];
+	ta_format(name, sizeof(name), "arena.%u.purge", tier_arena[tier]);
+	jemk_mallctl(name, NULL, NULL, NULL, 0);
 }
 
 static void use_kind(unsigned t, memkind_t kind, const char *name, bool bound)
@@ -182,6 +245,8 @@ int ta_backend_init(const struct ta_topology *topo, struct ta_options *opts)
 			use_kind(t, MEMKIND_DEFAULT, "MEMKIND_DEFAULT", false);
 		}
 	}
+	for (unsigned t = 0; t < topo->ntiers; t++)
+		arena_setup(t);
 	return 0;
 }
 

@@ -166,6 +166,22 @@ void ta_backend_free(unsigned tier, void *raw);
 size_t ta_backend_usable_size(unsigned tier, void *raw);
 /* A memkind kind that must outlive memkind's destructor (one of ours). */
 bool ta_backend_kind_kept(void *kind);
+/* Give back to the kernel every freed page the tier's kind still holds (keep.c says when). */
+void ta_backend_purge(unsigned tier);
+/* Bytes of freed pages the tier's kind holds now (about 10 us: it refreshes jemalloc's stats). */
+uint64_t ta_backend_dirty_bytes(unsigned tier);
+
+/* ---- keep.c: freed large objects kept for reuse, charged to their tier ---- */
+/* bytes of a large object freed in its home tier: kept (still charged); may purge. */
+void ta_keep_put(unsigned tier, uint64_t bytes);
+/* Up to bytes of kept charge for a new large object in the tier; returns what it took. */
+uint64_t ta_keep_take(unsigned tier, uint64_t bytes);
+/* Purge and uncharge what the tier keeps; false when it kept nothing. */
+bool ta_keep_release(unsigned tier);
+/* Release what was kept longer than a second ago (from slow paths and the worker). */
+void ta_keep_age(void);
+uint64_t ta_keep_bytes(unsigned tier);
+uint64_t ta_keep_released(unsigned tier);
 /* ---- memkind_link.c: what linking memkind's archive needs ---- */
 extern const char *jemk_malloc_conf;
 

@@ -5,7 +5,7 @@ src_libtacore_la_SOURCES = \
 	src/boot.c src/arena.c src/tcache.c src/alloc.c src/init.c src/stats.c src/summary.c \
 	src/api.c src/cgroup.c src/cgroup.h src/shm.h src/shm.c src/shm_abi.c src/quota.c \
 	src/cold.c src/large.c src/demote.c src/enforce.c src/gate.c src/worker.c src/pages.c \
-	src/memkind_link.c
+	src/memkind_link.c src/keep.c
 # No builtins: gcc would turn our own malloc+memset into a call to calloc.
 src_libtacore_la_CFLAGS = $(AM_CFLAGS) $(MEMKIND_CFLAGS) -fvisibility=hidden \
 	-ftls-model=initial-exec -fno-builtin -pthread

@@ -4,7 +4,8 @@
 unit_tests = \
 	tests/unit/test_env tests/unit/test_topo tests/unit/test_sizeclass tests/unit/test_boot \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
-	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend
+	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
+	tests/unit/test_keep
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -73,3 +74,8 @@ tests_unit_test_backend_SOURCES = tests/unit/test_backend.c tests/lib/test.h
 tests_unit_test_backend_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_backend_CFLAGS = $(unit_cflags)
 tests_unit_test_backend_LDADD = $(unit_ldadd)
+
+tests_unit_test_keep_SOURCES = tests/unit/test_keep.c tests/lib/test.h
+tests_unit_test_keep_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_keep_CFLAGS = $(unit_cflags)
+tests_unit_test_keep_LDADD = $(unit_ldadd)

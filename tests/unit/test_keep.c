@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Freed large objects kept for reuse (src/keep.c): their pages stay with the tier's kind and their
+ * bytes stay charged to the tier; a large allocation takes its charge from what is kept; what is
+ * kept is given back (purged, uncharged) past its bound, under quota pressure and with age. Two
+ * logical tiers on node 0 (TIERALLOC_TIERS="0;0").
+ */
+#include <time.h>
+
+#include "internal.h"
+#include "test.h"
+
+#define KiB ((uint64_t)1024)
+#define MiB (1024 * KiB)
+
+static uint64_t charged(int tier)
+{
+	struct tieralloc_tier_stats s = { .size = sizeof(s) };
+	if (tieralloc_tier_stats(tier, &s) != 0)
+		test_hard("tieralloc_tier_stats(%d)", tier);
+	return s.charged;
+}
+
+static uint64_t live(int tier)
+{
+	struct tieralloc_tier_stats s = { .size = sizeof(s) };
+	tieralloc_tier_stats(tier, &s);
+	return s.bytes_live;
+}
+
+static void set_limit(int tier, uint64_t bytes)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "tier.%d.limit", tier);
+	if (tieralloc_ctl_set(name, &bytes, sizeof(bytes)) != 0)
+		test_hard("ctl_set %s", name);
+}
+
+static void touch(char *p, size_t n)
+{
+	for (size_t o = 0; o < n; o += 4096)
+		p[o] = 1;
+}
+
+/* A freed block stays charged, kept; the next one of its size takes that charge. */
+static void test_reuse(void)
+{
+	test_context("free keeps the charge");
+	ta_keep_release(0);
+	uint64_t base = charged(0), live0 = live(0);
+	char *p = tieralloc_malloc_tier(0, 4 * MiB);
+	touch(p, 4 * MiB);
+	uint64_t with = charged(0);
+	expect_ge(with, base + 4 * MiB);
+	tieralloc_free(p);
+	expect_eq(live(0), live0);
+	/* Still charged; the look after the free set the charge to what the kind holds: the block
+	 * and a little more (pages of earlier blocks). */
+	expect_ge(charged(0), with);
+	expect_le(charged(0), with + 256 * KiB);
+	expect_ge(ta_keep_bytes(0), 4 * MiB);
+	expect_le(ta_keep_bytes(0), 4 * MiB + 256 * KiB);
+
+	test_context("the next block of the size takes the kept charge");
+	uint64_t kept = ta_keep_bytes(0), before = charged(0);
+	char *q = tieralloc_malloc_tier(0, 4 * MiB);
+	touch(q, 4 * MiB);
+	expect_eq(ta_keep_bytes(0), kept - 4 * MiB);
+	expect_eq(charged(0), before);
+	tieralloc_free(q);
+	ta_keep_release(0);
+	test_context("%s", "");
+}
+
+/* Past the bound (8 MiB for a tier holding little), everything kept is given back. */
+static void test_bound(void)
+{
+	test_context("past the bound");
+	ta_keep_release(0);
+	uint64_t released = ta_keep_released(0), base = charged(0);
+	char *b[3];
+	for (unsigned i = 0; i < 3; i++) {
+		b[i] = tieralloc_malloc_tier(0, 4 * MiB);
+		touch(b[i], 4 * MiB);
+	}
+	for (unsigned i = 0; i < 3; i++)
+		tieralloc_free(b[i]);
+	/* 12 MiB freed: the look after the third block found more than 8 MiB held. */
+	expect_gt(ta_keep_released(0), released);
+	expect_le(ta_keep_bytes(0), 8 * MiB);
+	expect_le(charged(0), base + 8 * MiB);
+	ta_keep_release(0);
+	expect_eq(ta_keep_bytes(0), 0);
+	test_context("%s", "");
+}
+
+/* A refused charge gives back what the tier keeps, and the allocation stays in the tier. */
+static void test_pressure(void)
+{
+	test_context("quota pressure");
+	ta_keep_release(0);
+	char *p = tieralloc_malloc_tier(0, 4 * MiB);
+	touch(p, 4 * MiB);
+	tieralloc_free(p);
+	uint64_t kept = ta_keep_bytes(0);
+	expect_ge(kept, 4 * MiB);
+	/* No room above what tier 0 holds, kept bytes included. */
+	set_limit(0, charged(0));
+	/* 3000-byte objects: a class no free object exists of, so a run must be charged. */
+	void *small = tieralloc_malloc(3000);
+	expect_eq(tieralloc_tier_of(small), 0);
+	expect_eq(ta_keep_bytes(0), 0);
+	expect_le(charged(0), kept + charged(0));
+	tieralloc_free(small);
+	/* A large one within what is kept needs no room: it takes the kept charge. */
+	set_limit(0, UINT64_MAX);
+	p = tieralloc_malloc_tier(0, 2 * MiB);
+	touch(p, 2 * MiB);
+	tieralloc_free(p);
+	set_limit(0, charged(0));
+	uint64_t released = ta_keep_released(0);
+	void *big = tieralloc_malloc(1 * MiB);
+	expect_eq(tieralloc_tier_of(big), 0);
+	expect_eq(ta_keep_released(0), released);
+	tieralloc_free(big);
+	set_limit(0, UINT64_MAX);
+	ta_keep_release(0);
+	test_context("%s", "");
+}
+
+/* Kept over a second with nothing kept since: given back by the next slow path. */
+static void test_age(void)
+{
+	test_context("age");
+	ta_keep_release(0);
+	char *p = tieralloc_malloc_tier(0, 2 * MiB);
+	touch(p, 2 * MiB);
+	tieralloc_free(p);
+	expect_gt(ta_keep_bytes(0), 0);
+	struct timespec ts = { 1, 300 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	void *q = tieralloc_malloc(5 * MiB); /* a slow path */
+	expect_eq(ta_keep_bytes(0), 0);
+	tieralloc_free(q);
+	ta_keep_release(0);
+	ta_keep_release(1);
+	test_context("%s", "");
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const env[] = { "TIERALLOC_TIERS=0;0", "TIERALLOC_ENFORCE=off",
+					   "TIERALLOC_SHM_NAME=off", NULL };
+	test_reexec_with_env(argv, env);
+	if (tieralloc_tier_count() != 2)
+		test_skip("TIERALLOC_TIERS=\"0;0\" did not give two tiers (%d)",
+			  tieralloc_tier_count());
+	test_reuse();
+	test_bound();
+	test_pressure();
+	test_age();
+	return test_done();
+}
