@@ -72,7 +72,9 @@ static bool charge(struct ta_tcache *tc, unsigned t, uint64_t bytes, int level, 
 	uint64_t kept = ta_keep_take(t, bytes);
 	if (kept < bytes && !stock_charge(tc, t, bytes - kept, level, force)) {
 		stock_uncharge(tc, t, kept); /* the kept charge goes on as stock */
-		return false;
+		/* Quota pressure: empty runs of the tier go back first, then once more. */
+		if (ta_arena_purge(t, 0) == 0 || !stock_charge(tc, t, bytes, level, force))
+			return false;
 	}
 	live_add(tc, t, (int64_t)bytes);
 	return true;
@@ -92,6 +94,15 @@ static void unlive_keep(struct ta_tcache *tc, unsigned t, uint64_t bytes)
 {
 	live_add(tc, t, -(int64_t)bytes);
 	ta_keep_put(t, bytes);
+}
+
+/* Quota pressure in tier t: what it holds without using it (empty runs, freed large objects kept)
+ * goes back to the kernel, so that the refused charge may fit. True when something did. */
+static bool give_back(unsigned t)
+{
+	bool runs = ta_arena_purge(t, 0) != 0;
+	bool kept = ta_keep_release(t);
+	return runs || kept;
 }
 
 /* A thread found tier t at its limit and moves on. */
@@ -176,6 +187,7 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
 	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
 		ta_shm_refresh_limits(false);
 	ta_keep_age();
+	ta_arena_decay();
 	if (want_tier >= 0) {
 		t = (unsigned)want_tier;
 		struct ta_fill_charge ch = { TA_LIMIT_MAX, true, false };
@@ -189,9 +201,7 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
 			for (t = 0; t < ta_ntiers; t++) {
 				struct ta_fill_charge ch = { level, false, false };
 				p = bin_take(tc, t, cls, &ch);
-				if (p == NULL && ch.refused && ta_keep_release(t)) {
-					/* Quota pressure: freed large objects kept in the tier
-					 * were given back; try again. */
+				if (p == NULL && ch.refused && give_back(t)) {
 					ch.refused = false;
 					p = bin_take(tc, t, cls, &ch);
 				}
@@ -316,6 +326,7 @@ static void *large_alloc(size_t size, size_t align, int want_tier, bool zero)
 	if (tc != NULL)
 		tc->in_slow = 1;
 	ta_keep_age();
+	ta_arena_decay();
 	void *p = NULL;
 	if (want_tier >= 0) {
 		unsigned t = (unsigned)want_tier;

@@ -1,16 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Per-tier arenas: 4 MiB chunks from the tier's memkind kind, cut into runs of 64 KiB pages, one
- * size class per run, and a central free list per class that the thread caches fill from and
- * flush to in batches. The chunk map (one byte per 4 MiB of address space, reserved but only
- * touched where chunks are) answers "is this pointer in a chunk, and of which tier" in one load.
- * Small-object memory is kept for reuse, never returned to memkind.
+ * Per-tier arenas: 4 MiB chunks from the tier's memkind kind, cut into runs of 16 KiB pages, one
+ * size class per run. A run's descriptor, in its chunk's header, holds the run's free objects (a
+ * list through their first word) and how many were never handed out; each tier and class has a
+ * bin listing the runs that have objects to hand out, which the thread caches fill from and flush
+ * to in batches, each object going back to its own run. The chunk map (one byte per 4 MiB of
+ * address space, reserved but only touched where chunks are) answers "is this pointer in a chunk,
+ * and of which tier" in one load.
  *
  * Charging is by the run: cutting a run charges the tier its pages, at the limit level the
  * steering asks for, and a refused charge cuts no run. Objects handed out and freed again move no
  * charge: their memory stays the process's, in that tier, as the kernel sees it. So reusing a free
  * object never needs headroom, and what the kernel reports beyond the charges (untracked) is only
  * what tieralloc does not hold: metadata, page cache, pages the kernel moved.
+ *
+ * A run whose every object is back is empty. Empty runs are given back to the kernel (their
+ * pages dropped with MADV_DONTNEED, their charge returned) once they have been empty for a second
+ * (ta_arena_decay, from slow paths and the worker), and at once when a charge for their tier is
+ * refused (quota pressure). Their pages become a hole in the chunk that the next run of any class
+ * of the tier may take: memory freed in a tier serves its next allocations.
+ *
+ * Lock order: a bin's lock, then its tier's chunk_lock (cutting a run); shape_lock (retag, the
+ * pages of purged runs) before any bin lock; two bins of one class: the lower tier's first.
  */
 #include <string.h>
 #include <sys/mman.h>
@@ -23,6 +34,11 @@
 struct ta_arena ta_arenas[TA_MAX_TIERS];
 uint8_t *ta_chunk_map;
 static unsigned arena_count;
+/* Retags and the page maps of purged runs: they change which tier a chunk's pages belong to. */
+static pthread_mutex_t shape_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define TA_DECAY_NS	  (1000ull * 1000 * 1000) /* empty that long: given back */
+#define TA_DECAY_EVERY_NS (100ull * 1000 * 1000)  /* the decay looks at most that often */
 
 int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
 {
@@ -60,14 +76,20 @@ static struct ta_chunk *chunk_new(unsigned tier)
 	}
 	if (atomic_load_explicit(&ta_arenas[tier].nchunks, memory_order_relaxed) < TA_THP_AFTER)
 		syscall(SYS_madvise, c, TA_CHUNK_SIZE, MADV_NOHUGEPAGE);
+	/* The header's run descriptors are written as runs are cut: the rest of the page stays
+	 * untouched. */
 	c->magic = TA_CHUNK_MAGIC;
 	c->tier = tier;
 	c->pages_used = 1; /* page 0 holds this header */
 	c->carved_ns = ta_monotonic_ns();
 	c->gate_state = 0;
 	c->demoted = 0;
+	c->pages_free = 0;
+	c->moving = 0;
+	c->on_holes = 0;
+	c->holes_next = NULL;
 	memset(c->page_class, TA_PAGE_NONE, sizeof(c->page_class));
-	memset(c->run_pages, 0, sizeof(c->run_pages));
+	memset(c->run_back, 0, sizeof(c->run_back));
 	struct ta_arena *a = &ta_arenas[tier];
 	c->next = a->chunks;
 	a->chunks = c;
@@ -78,25 +100,101 @@ static struct ta_chunk *chunk_new(unsigned tier)
 	return c;
 }
 
-/* A run of pages for cls, its pages charged as ch says; sets *end. Called with the class's
- * central lock held. */
-static char *run_new(unsigned tier, unsigned cls, struct ta_fill_charge *ch, char **end)
+static inline struct ta_chunk *chunk_of(const void *p)
+{
+	return (struct ta_chunk *)((uintptr_t)p & ~(TA_CHUNK_SIZE - 1));
+}
+
+static inline unsigned run_first(const struct ta_run *r)
+{
+	return (unsigned)(r - chunk_of(r)->run);
+}
+
+static inline char *run_base(const struct ta_run *r)
+{
+	return (char *)chunk_of(r) + (size_t)run_first(r) * TA_PAGE_SIZE;
+}
+
+static inline struct ta_run *run_of(const void *p)
+{
+	struct ta_chunk *c = chunk_of(p);
+	unsigned page = (unsigned)(((uintptr_t)p & (TA_CHUNK_SIZE - 1)) >> TA_PAGE_SHIFT);
+	return &c->run[page - c->run_back[page]];
+}
+
+/* pages free pages in a row below c's bump, or 0. */
+static unsigned hole_in(const struct ta_chunk *c, unsigned pages)
+{
+	unsigned row = 0;
+	for (unsigned p = 1; p < c->pages_used; p++) {
+		row = c->page_class[p] == TA_PAGE_NONE ? row + 1 : 0;
+		if (row == pages)
+			return p + 1 - pages;
+	}
+	return 0;
+}
+
+static void holes_unlink(struct ta_arena *a, struct ta_chunk *c)
+{
+	for (struct ta_chunk **link = &a->holes; *link != NULL; link = &(*link)->holes_next) {
+		if (*link == c) {
+			*link = c->holes_next;
+			break;
+		}
+	}
+	c->on_holes = 0;
+	c->holes_next = NULL;
+}
+
+/* Where a run of cls goes: a hole of a whole run in a chunk of the tier, else the current chunk's
+ * bump (its end taking a shorter run), else a new chunk; sets *pages and *fresh_chunk (the caller
+ * makes it). Called with the tier's chunk_lock. */
+static struct ta_chunk *run_place(unsigned tier, unsigned cls, unsigned *first, unsigned *pages,
+				  bool *fresh_chunk)
+{
+	struct ta_arena *a = &ta_arenas[tier];
+	unsigned whole = ta_class_run_pages(cls);
+	*fresh_chunk = false;
+	/* Holes first: memory given back is what a tier's next runs should take. Not in a chunk
+	 * the gate relaxed (new faults there would land on the faulting CPU's node). */
+	for (struct ta_chunk *c = a->holes; c != NULL; c = c->holes_next) {
+		if (c->pages_free < whole || c->moving || c->gate_state != 0)
+			continue;
+		unsigned at = hole_in(c, whole);
+		if (at != 0) {
+			*first = at;
+			*pages = whole;
+			return c;
+		}
+	}
+	struct ta_chunk *c = a->cur;
+	unsigned fit = c != NULL ? ta_class_run_fit(cls, TA_CHUNK_PAGES - c->pages_used) : 0;
+	if (fit != 0) {
+		*first = c->pages_used;
+		*pages = fit;
+		return c;
+	}
+	*fresh_chunk = true;
+	*first = 1;
+	*pages = whole;
+	return NULL;
+}
+
+/* A new run of cls, its pages charged as ch says. Called with the class's bin lock. */
+static struct ta_run *run_new(unsigned tier, unsigned cls, struct ta_fill_charge *ch)
 {
 	struct ta_arena *a = &ta_arenas[tier];
 	pthread_mutex_lock(&a->chunk_lock);
-	struct ta_chunk *c = a->cur;
-	/* The end of a chunk takes a shorter run rather than being left unused. */
-	unsigned pages = c != NULL ? ta_class_run_fit(cls, TA_CHUNK_PAGES - c->pages_used) : 0;
-	bool fresh = pages == 0;
-	if (fresh)
-		pages = ta_class_run_pages(cls);
+	unsigned first, pages;
+	bool fresh_chunk;
+	struct ta_chunk *c = run_place(tier, cls, &first, &pages, &fresh_chunk);
 	uint64_t bytes = (uint64_t)pages * TA_PAGE_SIZE;
 	if (!ta_arena_charge(tier, bytes, ch->level, ch->force)) {
 		ch->refused = true;
 		pthread_mutex_unlock(&a->chunk_lock);
 		return NULL;
 	}
-	if (fresh) {
+	if (fresh_chunk) {
 		c = chunk_new(tier);
 		if (c == NULL) {
 			ta_arena_uncharge(tier, bytes);
@@ -105,18 +203,73 @@ static char *run_new(unsigned tier, unsigned cls, struct ta_fill_charge *ch, cha
 		}
 		a->cur = c;
 	}
-	unsigned first = c->pages_used;
-	for (unsigned i = 0; i < pages; i++)
+	if (first < c->pages_used) { /* a hole */
+		c->pages_free -= pages;
+		if (c->pages_free == 0)
+			holes_unlink(a, c);
+	} else {
+		c->pages_used += pages;
+	}
+	for (unsigned i = 0; i < pages; i++) {
 		c->page_class[first + i] = (uint8_t)cls;
-	c->run_pages[first] = (uint8_t)pages;
-	c->pages_used += pages;
+		c->run_back[first + i] = (uint8_t)i;
+	}
 	c->carved_ns = ta_monotonic_ns();
+	struct ta_run *r = &c->run[first];
+	r->free = NULL;
+	r->next = r->prev = NULL;
+	r->empty_ns = 0;
+	r->nfree = 0;
+	r->fresh = 0;
+	r->nobj = (uint32_t)((size_t)pages * TA_PAGE_SIZE / ta_class_size[cls]);
+	r->cls = (uint8_t)cls;
+	r->tier = (uint8_t)tier;
+	r->listed = 0;
+	r->pages = (uint8_t)pages;
 	pthread_mutex_unlock(&a->chunk_lock);
-	char *start = (char *)c + (size_t)first * TA_PAGE_SIZE;
-	size_t size = ta_class_size[cls];
-	size_t nobj = (size_t)pages * TA_PAGE_SIZE / size;
-	*end = start + nobj * size;
-	return start;
+	return r;
+}
+
+/* ---- a bin's list of runs with objects to hand out (under the bin's lock) ---- */
+
+static void list_add(struct ta_central_bin *b, struct ta_run *r, bool at_head)
+{
+	r->listed = 1;
+	if (at_head) {
+		r->prev = NULL;
+		r->next = b->head;
+		if (b->head != NULL)
+			b->head->prev = r;
+		else
+			b->tail = r;
+		b->head = r;
+	} else {
+		r->next = NULL;
+		r->prev = b->tail;
+		if (b->tail != NULL)
+			b->tail->next = r;
+		else
+			b->head = r;
+		b->tail = r;
+	}
+}
+
+static void list_del(struct ta_central_bin *b, struct ta_run *r)
+{
+	if (r->prev != NULL)
+		r->prev->next = r->next;
+	else
+		b->head = r->next;
+	if (r->next != NULL)
+		r->next->prev = r->prev;
+	else
+		b->tail = r->prev;
+	r->next = r->prev = NULL;
+	r->listed = 0;
+	if (r->empty_ns != 0) {
+		r->empty_ns = 0;
+		b->nempty--;
+	}
 }
 
 unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
@@ -126,43 +279,161 @@ unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 	size_t size = ta_class_size[cls];
 	unsigned got = 0;
 	pthread_mutex_lock(&b->lock);
-	while (got < want && b->head != NULL) {
-		void *p = b->head;
-		b->head = *(void **)p;
-		out[got++] = p;
-	}
-	b->count -= got < b->count ? got : b->count;
 	while (got < want) {
-		if (b->bump == b->bump_end) {
-			b->bump = run_new(tier, cls, ch, &b->bump_end);
-			if (b->bump == NULL) {
-				b->bump = b->bump_end = NULL;
+		struct ta_run *r = b->head;
+		if (r == NULL) {
+			r = run_new(tier, cls, ch);
+			if (r == NULL)
 				break;
-			}
+			list_add(b, r, true);
+		}
+		if (r->empty_ns != 0) { /* objects go out: no longer empty */
+			r->empty_ns = 0;
+			b->nempty--;
+		}
+		while (got < want && r->free != NULL) {
+			void *p = r->free;
+			r->free = *(void **)p;
+			r->nfree--;
+			out[got++] = p;
 		}
 		/* Fresh objects are not touched here: first touch happens in the caller's hands. */
-		while (got < want && b->bump != b->bump_end) {
-			out[got++] = b->bump;
-			b->bump += size;
-		}
+		char *base = run_base(r);
+		while (got < want && r->fresh < r->nobj)
+			out[got++] = base + (size_t)r->fresh++ * size;
+		if (r->free == NULL && r->fresh == r->nobj)
+			list_del(b, r);
 	}
 	pthread_mutex_unlock(&b->lock);
 	return got;
 }
 
+/* Give objs back to their runs, which the bin of (tier, cls) lists; objects whose run is listed
+ * by another tier's bin (its chunk was retagged since they were freed) are left in *others. */
+static unsigned flush_locked(struct ta_central_bin *b, unsigned tier, void *const *objs, unsigned n,
+			     void **others)
+{
+	unsigned nothers = 0;
+	uint64_t now = 0;
+	for (unsigned i = 0; i < n; i++) {
+		void *p = objs[i];
+		struct ta_run *r = run_of(p);
+		if (r->tier != tier) {
+			others[nothers++] = p;
+			continue;
+		}
+		*(void **)p = r->free;
+		r->free = p;
+		r->nfree++;
+		if (!r->listed)
+			list_add(b, r, false);
+		if (r->nfree + (r->nobj - r->fresh) == r->nobj && r->empty_ns == 0) {
+			if (now == 0)
+				now = ta_monotonic_ns();
+			r->empty_ns = now;
+			b->nempty++;
+		}
+	}
+	return nothers;
+}
+
 void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n)
 {
-	if (n == 0)
+	while (n > 0) {
+		void *others[64];
+		unsigned batch = n < 64 ? n : 64, nothers;
+		struct ta_central_bin *b = &ta_arenas[tier].bins[cls];
+		pthread_mutex_lock(&b->lock);
+		nothers = flush_locked(b, tier, objs, batch, others);
+		pthread_mutex_unlock(&b->lock);
+		/* Rare: a retag moved their runs to another tier's bin. */
+		for (unsigned i = 0; i < nothers; i++) {
+			for (;;) {
+				unsigned u =
+				    __atomic_load_n(&run_of(others[i])->tier, __ATOMIC_ACQUIRE);
+				struct ta_central_bin *ob = &ta_arenas[u].bins[cls];
+				pthread_mutex_lock(&ob->lock);
+				void *again;
+				unsigned left = flush_locked(ob, u, &others[i], 1, &again);
+				pthread_mutex_unlock(&ob->lock);
+				if (left == 0)
+					break;
+			}
+		}
+		objs += batch;
+		n -= batch;
+	}
+}
+
+/* ---- giving empty runs back ---- */
+
+/* r's pages (unlisted, every object back) go back to the kernel and its tier's charge. */
+static uint64_t release_run(struct ta_run *r)
+{
+	struct ta_chunk *c = chunk_of(r);
+	unsigned first = run_first(r), pages = r->pages;
+	uint64_t bytes = (uint64_t)pages * TA_PAGE_SIZE;
+	syscall(SYS_madvise, run_base(r), (size_t)bytes, MADV_DONTNEED);
+	pthread_mutex_lock(&shape_lock);
+	unsigned tier = c->tier; /* stable under shape_lock: the tier charged for it now */
+	struct ta_arena *a = &ta_arenas[tier];
+	pthread_mutex_lock(&a->chunk_lock);
+	for (unsigned i = 0; i < pages; i++) {
+		c->page_class[first + i] = TA_PAGE_NONE;
+		c->run_back[first + i] = 0;
+	}
+	c->pages_free += pages;
+	if (!c->on_holes) {
+		c->on_holes = 1;
+		c->holes_next = a->holes;
+		a->holes = c;
+	}
+	pthread_mutex_unlock(&a->chunk_lock);
+	ta_arena_uncharge(tier, bytes);
+	atomic_fetch_add(&a->purged, bytes);
+	pthread_mutex_unlock(&shape_lock);
+	return bytes;
+}
+
+uint64_t ta_arena_purge(unsigned tier, uint64_t min_age_ns)
+{
+	enum { BATCH = 64 };
+	uint64_t now = ta_monotonic_ns(), bytes = 0;
+	for (unsigned cls = 0; cls < TA_NCLASSES; cls++) {
+		struct ta_central_bin *b = &ta_arenas[tier].bins[cls];
+		for (;;) {
+			if (__atomic_load_n(&b->nempty, __ATOMIC_RELAXED) == 0)
+				break;
+			struct ta_run *take[BATCH];
+			unsigned n = 0;
+			pthread_mutex_lock(&b->lock);
+			for (struct ta_run *r = b->head, *next; r != NULL && n < BATCH; r = next) {
+				next = r->next;
+				if (r->empty_ns != 0 && now - r->empty_ns >= min_age_ns) {
+					list_del(b, r);
+					r->tier = UINT8_MAX; /* no bin's: being given back */
+					take[n++] = r;
+				}
+			}
+			pthread_mutex_unlock(&b->lock);
+			for (unsigned i = 0; i < n; i++)
+				bytes += release_run(take[i]);
+			if (n < BATCH)
+				break;
+		}
+	}
+	return bytes;
+}
+
+void ta_arena_decay(void)
+{
+	static _Atomic uint64_t next_ns;
+	uint64_t now = ta_monotonic_ns(),
+		 due = atomic_load_explicit(&next_ns, memory_order_relaxed);
+	if (now < due || !atomic_compare_exchange_strong(&next_ns, &due, now + TA_DECAY_EVERY_NS))
 		return;
-	/* Link outside the lock; the objects are ours alone until spliced in. */
-	for (unsigned i = 0; i + 1 < n; i++)
-		*(void **)objs[i] = objs[i + 1];
-	struct ta_central_bin *b = &ta_arenas[tier].bins[cls];
-	pthread_mutex_lock(&b->lock);
-	*(void **)objs[n - 1] = b->head;
-	b->head = objs[0];
-	b->count += n;
-	pthread_mutex_unlock(&b->lock);
+	for (unsigned t = 0; t < arena_count; t++)
+		ta_arena_purge(t, TA_DECAY_NS);
 }
 
 bool ta_arena_charge(unsigned tier, uint64_t bytes, int level, bool force)
@@ -219,31 +490,9 @@ void ta_arena_move_live(unsigned from, unsigned to, uint64_t bytes)
 	atomic_fetch_add(&ta_arenas[to].folded_live, (int64_t)bytes);
 }
 
-/* Is a class's current run (the bump range) inside chunk c? Called with that class's lock. */
-static bool bump_in(const struct ta_central_bin *b, const struct ta_chunk *c)
-{
-	return (uintptr_t)b->bump - (uintptr_t)c < TA_CHUNK_SIZE && b->bump != b->bump_end;
-}
-
 static bool chunk_movable(unsigned tier, struct ta_chunk *c)
 {
-	struct ta_arena *a = &ta_arenas[tier];
-	if (c == a->cur)
-		return false;
-	bool seen[TA_NCLASSES] = { false };
-	for (unsigned p = 1; p < c->pages_used; p++) {
-		unsigned cls = c->page_class[p];
-		if (cls >= TA_NCLASSES || seen[cls])
-			continue;
-		seen[cls] = true;
-		struct ta_central_bin *b = &a->bins[cls];
-		pthread_mutex_lock(&b->lock);
-		bool busy = bump_in(b, c);
-		pthread_mutex_unlock(&b->lock);
-		if (busy)
-			return false;
-	}
-	return true;
+	return c != ta_arenas[tier].cur && !c->moving;
 }
 
 unsigned ta_arena_chunks(unsigned tier, struct ta_chunk_info *out, unsigned max, bool movable)
@@ -252,86 +501,72 @@ unsigned ta_arena_chunks(unsigned tier, struct ta_chunk_info *out, unsigned max,
 	unsigned n = 0;
 	pthread_mutex_lock(&a->chunk_lock);
 	for (struct ta_chunk *c = a->chunks; c != NULL && n < max; c = c->next) {
-		if (movable && c == a->cur)
+		if (movable && !chunk_movable(tier, c))
 			continue;
 		out[n].chunk = c;
 		out[n].carved_ns = c->carved_ns;
 		out[n].pages_used = c->pages_used;
+		out[n].pages_held = c->pages_used - c->pages_free;
 		n++;
 	}
 	pthread_mutex_unlock(&a->chunk_lock);
-	/* A chunk stops being current for good once another one is: checking after is enough. */
-	if (movable) {
-		unsigned kept = 0;
-		for (unsigned i = 0; i < n; i++)
-			if (chunk_movable(tier, out[i].chunk))
-				out[kept++] = out[i];
-		n = kept;
-	}
 	return n;
-}
-
-/* Take chunk c's objects off one central list; returns their bytes. */
-static uint64_t unlink_chunk_objects(struct ta_central_bin *from, struct ta_central_bin *to,
-				     const struct ta_chunk *c, size_t size)
-{
-	void *head = NULL, *tail = NULL;
-	uint32_t n = 0;
-	pthread_mutex_lock(&from->lock);
-	void **link = &from->head;
-	while (*link != NULL) {
-		void *p = *link;
-		if ((uintptr_t)p - (uintptr_t)c < TA_CHUNK_SIZE) {
-			*link = *(void **)p;
-			*(void **)p = head;
-			head = p;
-			if (tail == NULL)
-				tail = p;
-			n++;
-		} else {
-			link = (void **)p;
-		}
-	}
-	from->count -= n < from->count ? n : from->count;
-	pthread_mutex_unlock(&from->lock);
-	if (n == 0)
-		return 0;
-	pthread_mutex_lock(&to->lock);
-	*(void **)tail = to->head;
-	to->head = head;
-	to->count += n;
-	pthread_mutex_unlock(&to->lock);
-	return (uint64_t)n * size;
 }
 
 int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
 {
+	pthread_mutex_lock(&shape_lock);
 	unsigned from = c->tier;
 	struct ta_arena *a = &ta_arenas[from], *b = &ta_arenas[to];
-	if (from == to || !chunk_movable(from, c))
+	pthread_mutex_lock(&a->chunk_lock);
+	if (from == to || !chunk_movable(from, c)) {
+		pthread_mutex_unlock(&a->chunk_lock);
+		pthread_mutex_unlock(&shape_lock);
 		return -1;
+	}
+	c->moving = 1; /* no run is cut from it (a hole) while its runs change bins */
+	uint32_t used = c->pages_used;
+	pthread_mutex_unlock(&a->chunk_lock);
+
+	/* Each run to the other tier's bin of its class. Runs being given back (tier UINT8_MAX)
+	 * are the purge's; their pages still count in what moves (release_run waits for us). */
+	uint64_t carved = 0, avail = 0;
+	for (unsigned p = 1; p < used; p++) {
+		if (c->page_class[p] == TA_PAGE_NONE || c->run_back[p] != 0)
+			continue;
+		struct ta_run *r = &c->run[p];
+		unsigned cls = r->cls;
+		struct ta_central_bin *ba = &a->bins[cls], *bb = &b->bins[cls];
+		struct ta_central_bin *lo = from < to ? ba : bb, *hi = from < to ? bb : ba;
+		pthread_mutex_lock(&lo->lock);
+		pthread_mutex_lock(&hi->lock);
+		if (r->tier == from) {
+			bool listed = r->listed;
+			uint64_t empty = r->empty_ns;
+			if (listed)
+				list_del(ba, r);
+			__atomic_store_n(&r->tier, (uint8_t)to, __ATOMIC_RELEASE);
+			if (listed) {
+				list_add(bb, r, false);
+				if (empty != 0) {
+					r->empty_ns = empty;
+					bb->nempty++;
+				}
+			}
+			carved += (uint64_t)r->nobj * ta_class_size[cls];
+			avail += (uint64_t)(r->nfree + r->nobj - r->fresh) * ta_class_size[cls];
+		}
+		pthread_mutex_unlock(&hi->lock);
+		pthread_mutex_unlock(&lo->lock);
+	}
+
 	/* From here on frees of its objects go to the new tier. */
 	c->tier = to;
 	c->demoted = 1;
 	c->gate_state = 0; /* the move bound it to its new tier */
 	__atomic_store_n(&ta_chunk_map[(uintptr_t)c >> TA_CHUNK_SHIFT], (uint8_t)(to + 1),
 			 __ATOMIC_RELEASE);
-	uint64_t carved = 0, listed = 0;
-	bool seen[TA_NCLASSES] = { false };
-	for (unsigned p = 1; p < c->pages_used; p++) {
-		unsigned cls = c->page_class[p];
-		if (cls >= TA_NCLASSES)
-			continue;
-		size_t size = ta_class_size[cls];
-		unsigned run = c->run_pages[p] != 0 ? c->run_pages[p] : 1;
-		carved += (uint64_t)((size_t)run * TA_PAGE_SIZE / size) * size;
-		p += run - 1;
-		if (seen[cls])
-			continue;
-		seen[cls] = true;
-		listed += unlink_chunk_objects(&a->bins[cls], &b->bins[cls], c, size);
-	}
-	/* Off the old tier's list, onto the new one's. */
+	/* Off the old tier's lists, onto the new one's. */
 	pthread_mutex_lock(&a->chunk_lock);
 	for (struct ta_chunk **link = &a->chunks; *link != NULL; link = &(*link)->next) {
 		if (*link == c) {
@@ -339,25 +574,36 @@ int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
 			break;
 		}
 	}
+	if (c->on_holes)
+		holes_unlink(a, c);
+	uint32_t holes = c->pages_free;
 	pthread_mutex_unlock(&a->chunk_lock);
 	atomic_fetch_sub(&a->nchunks, 1);
 	pthread_mutex_lock(&b->chunk_lock);
 	c->next = b->chunks;
 	b->chunks = c;
+	if (holes != 0) {
+		c->on_holes = 1;
+		c->holes_next = b->holes;
+		b->holes = c;
+	}
+	c->moving = 0;
 	pthread_mutex_unlock(&b->chunk_lock);
 	atomic_fetch_add(&b->nchunks, 1);
 	atomic_fetch_add(&a->demotions, 1);
+	pthread_mutex_unlock(&shape_lock);
 	/* Its runs were charged to the old tier when they were cut: that charge moves whole. For
 	 * the statistics, the objects in use were counted live in the old tier and will be freed
 	 * to the new one; those cached by threads are handed out as the new tier's (alloc.c). */
 	uint64_t cached = ta_tcache_cached_in(from, c, TA_CHUNK_SIZE);
-	*live = carved > listed + cached ? carved - listed - cached : 0;
-	return (int64_t)(c->pages_used - 1) * (int64_t)TA_PAGE_SIZE;
+	*live = carved > avail + cached ? carved - avail - cached : 0;
+	return (int64_t)(used - 1 - holes) * (int64_t)TA_PAGE_SIZE;
 }
 
 /* Fork: take every arena lock so that the child sees consistent lists, in one fixed order. */
 void ta_arena_fork_prepare(void)
 {
+	pthread_mutex_lock(&shape_lock);
 	for (unsigned t = 0; t < arena_count; t++) {
 		for (unsigned c = 0; c < TA_NCLASSES; c++)
 			pthread_mutex_lock(&ta_arenas[t].bins[c].lock);
@@ -372,6 +618,7 @@ void ta_arena_fork_parent(void)
 		for (unsigned c = TA_NCLASSES; c-- > 0;)
 			pthread_mutex_unlock(&ta_arenas[t].bins[c].lock);
 	}
+	pthread_mutex_unlock(&shape_lock);
 }
 
 void ta_arena_fork_child(void)
@@ -382,4 +629,5 @@ void ta_arena_fork_child(void)
 			pthread_mutex_init(&ta_arenas[t].bins[c].lock, NULL);
 		pthread_mutex_init(&ta_arenas[t].chunk_lock, NULL);
 	}
+	pthread_mutex_init(&shape_lock, NULL);
 }

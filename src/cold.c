@@ -230,7 +230,7 @@ unsigned ta_cold_collect(unsigned tier, struct ta_cold_range *out, unsigned max)
 		r->addr = info[i].chunk;
 		r->len = TA_CHUNK_SIZE;
 		/* What the chunk holds in pages: what moving it takes off the tier. */
-		r->charge = (uint64_t)info[i].pages_used * TA_PAGE_SIZE;
+		r->charge = (uint64_t)info[i].pages_held * TA_PAGE_SIZE;
 		r->age_ns = now > info[i].carved_ns ? now - info[i].carved_ns : 0;
 	}
 	for (unsigned i = 0; i < n; i++)

@@ -207,35 +207,58 @@ unsigned ta_class_run_pages(unsigned cls);
  * pages that hold as many whole objects as fit (0: not even one). */
 unsigned ta_class_run_fit(unsigned cls, unsigned room);
 
-/* ---- arena.c: per-tier chunks, runs and central free lists ---- */
+/* ---- arena.c: per-tier chunks, runs and their free objects ---- */
+/* A run: pages of a chunk cut for one size class. Its descriptor sits in the chunk's header at
+ * the run's first page; fields below `tier` change under the lock of the bin that lists the run
+ * (that tier's, that class's). */
+struct ta_run {
+	void *free;		    /* objects given back, linked through their first word */
+	struct ta_run *next, *prev; /* its bin's list of runs that have objects to hand out */
+	uint64_t empty_ns;	    /* when every object was back (0: some are out) */
+	uint32_t nfree;		    /* objects on the free list */
+	uint32_t fresh;		    /* index of the first object never handed out */
+	uint32_t nobj;
+	uint8_t cls;
+	uint8_t tier; /* whose bin lists it (changed by a retag under both bins' locks) */
+	uint8_t listed;
+	uint8_t pages;
+};
+
 struct ta_chunk {
 	uint64_t magic;
-	uint32_t tier; /* where its memory is: changed when the chunk is demoted */
-	uint32_t pages_used;
-	struct ta_chunk *next; /* all chunks of the tier, under the arena's chunk_lock */
-	uint64_t carved_ns;    /* CLOCK_MONOTONIC when a run was last cut from it: its age */
-	uint32_t gate_state;   /* 1: relaxed by the promotion gate, 0: bound (gate.c, the pass) */
-	uint32_t demoted;      /* moved down by demotion: the gate never lets it be promoted */
-	uint8_t page_class[TA_CHUNK_PAGES];
-	uint8_t run_pages[TA_CHUNK_PAGES]; /* at a run's first page: its length; 0 elsewhere */
+	uint32_t tier;		     /* where its memory is: changed when the chunk is demoted */
+	uint32_t pages_used;	     /* pages ever cut from it (the header's included): its bump */
+	struct ta_chunk *next;	     /* all chunks of the tier, under the arena's chunk_lock */
+	struct ta_chunk *holes_next; /* the tier's chunks with free pages below the bump */
+	uint64_t carved_ns;	     /* CLOCK_MONOTONIC when a run was last cut from it: its age */
+	uint32_t gate_state;	     /* 1: relaxed by the promotion gate, 0: bound (gate.c) */
+	uint32_t demoted;    /* moved down by demotion: the gate never lets it be promoted */
+	uint32_t pages_free; /* pages below the bump given back (purged runs) */
+	uint32_t moving;     /* a retag is under way: no run is cut from it */
+	uint8_t on_holes;
+	uint8_t page_class[TA_CHUNK_PAGES]; /* the class of the run a page is in; TA_PAGE_NONE */
+	uint8_t run_back[TA_CHUNK_PAGES];   /* pages from a run's page back to its first */
+	struct ta_run run[TA_CHUNK_PAGES];  /* at a run's first page */
 };
+_Static_assert(sizeof(struct ta_chunk) <= TA_PAGE_SIZE, "a chunk's header fits in its page 0");
 #define TA_CHUNK_MAGIC 0x74696572636b6e31ull /* "tierckn1" */
 #define TA_PAGE_NONE   0xff
 
+/* Runs of one class and tier that have objects to hand out, fullest handed out first. */
 struct ta_central_bin {
 	pthread_mutex_t lock;
-	void *head;
-	uint32_t count;
-	char *bump;
-	char *bump_end;
+	struct ta_run *head, *tail;
+	uint32_t nempty; /* listed runs with every object back */
 } __attribute__((aligned(64)));
 
 struct ta_arena {
 	struct ta_central_bin bins[TA_NCLASSES];
 	pthread_mutex_t chunk_lock;
-	struct ta_chunk *cur;
+	struct ta_chunk *cur; /* the chunk fresh pages are cut from */
 	struct ta_chunk *chunks;
+	struct ta_chunk *holes; /* chunks with free pages below their bump */
 	_Atomic uint64_t nchunks;
+	_Atomic uint64_t purged; /* bytes of empty runs given back to the kernel */
 	/* Accounting: charged = runs cut (small objects, in use or free) + large objects + every
 	 * thread's stock. Written when a run is cut and on stock refills and trims; limit is read
 	 * there too, so they share a line and the counters below get their own. */
@@ -270,8 +293,13 @@ struct ta_fill_charge {
  * (ch->refused) or no memory. */
 unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 		       struct ta_fill_charge *ch);
-/* Give back n objects of cls. */
+/* Give back n objects of cls (each to its run). */
 void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n);
+/* Give the pages of the tier's runs that have been empty (every object back) for min_age_ns or
+ * more back to the kernel, and their charge; returns the bytes. */
+uint64_t ta_arena_purge(unsigned tier, uint64_t min_age_ns);
+/* From slow paths and the worker, at most every 100 ms: purge what has been empty a second. */
+void ta_arena_decay(void);
 void ta_arena_fork_prepare(void);
 void ta_arena_fork_parent(void);
 void ta_arena_fork_child(void);
@@ -308,7 +336,8 @@ void ta_arena_move_live(unsigned from, unsigned to, uint64_t bytes);
 struct ta_chunk_info {
 	struct ta_chunk *chunk;
 	uint64_t carved_ns;
-	uint32_t pages_used;
+	uint32_t pages_used; /* its bump */
+	uint32_t pages_held; /* pages of its runs (the header's included) */
 };
 unsigned ta_arena_chunks(unsigned tier, struct ta_chunk_info *out, unsigned max, bool movable);
 /* After its pages moved: make chunk c a chunk of tier to (free lists, map, list); returns the

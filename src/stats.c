@@ -220,6 +220,13 @@ int ta_ctl_get(const char *name, void *out, size_t *len)
 			return put_u64(out, len, atomic_load(&a->demotions));
 		if (strcmp(field, "reclaim_asked") == 0)
 			return put_u64(out, len, atomic_load(&a->reclaim_asked));
+		/* Memory held without being used, and what went back to the kernel. */
+		if (strcmp(field, "purged") == 0)
+			return put_u64(out, len, atomic_load(&a->purged));
+		if (strcmp(field, "kept") == 0)
+			return put_u64(out, len, ta_keep_bytes((unsigned)t));
+		if (strcmp(field, "kept_released") == 0)
+			return put_u64(out, len, ta_keep_released((unsigned)t));
 	}
 	if (strcmp(field, "capacity") == 0) {
 		struct tieralloc_tier_info info = { .size = sizeof(info) };

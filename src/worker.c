@@ -45,7 +45,8 @@ static void *worker_main(void *arg)
 		uint32_t seen = atomic_load(word);
 		atomic_store(&kick_pending, false);
 		ta_enforce_pass();
-		ta_keep_age(); /* freed large objects kept a second with nothing kept since */
+		ta_keep_age();	  /* freed large objects kept a second with nothing kept since */
+		ta_arena_decay(); /* runs empty for a second */
 		uint64_t ns = TA_ENFORCE_PERIOD_NS;
 		struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
 		syscall(SYS_futex, word, FUTEX_WAIT | flags, seen, &ts, NULL, 0);

@@ -142,8 +142,9 @@ static void check_explicit(int tier, int reuse)
 
 /* With tier 0 limited, steered allocations spill into tier 1, and land on its node. Tier 0 is
  * charged for the memory it holds, free objects included (the runs cut for them): the limit is
- * set 8 MiB above that, and the 64 free objects of 64 KiB check_explicit left there are handed
- * out again first, whatever the limit. */
+ * set 8 MiB above that. Free objects of 64 KiB are handed out again first, whatever the limit,
+ * and when a run is refused, the runs check_explicit emptied are given back to make room: tier 0
+ * gets at least the 8 MiB and at most its limit. */
 static void check_steering(void)
 {
 	struct tieralloc_tier_stats st = { .size = sizeof(st) };
@@ -178,7 +179,7 @@ static void check_steering(void)
 		 "tier1 %u objects",
 		 (unsigned long long)t0, (unsigned long long)room, (unsigned long long)held,
 		 (unsigned long long)st.charged, (unsigned long long)limit, in_tier[1]);
-	report(st.charged <= limit && t0 + run >= room && t0 <= room + 64 * SIZE && in_tier[1] > 0,
+	report(st.charged <= limit && t0 + run >= room && t0 <= limit && in_tier[1] > 0,
 	       "steering.tier0_limit_spills_to_tier1", detail);
 	snprintf(detail, sizeof(detail), "%ld pages off their tier's nodes (first on node %d)", bad,
 		 bad_node);

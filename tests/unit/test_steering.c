@@ -12,8 +12,10 @@
  * charge. So each case below uses a size class no earlier case left free objects of, or limits
  * relative to what the tier already holds. Large objects are charged whole, through a thread's
  * stock of CHARGE_BATCH bytes charged at once: at most one batch per thread beyond what is live.
- * Freed large objects stay charged while their kind keeps their pages (keep.c): the cases that
- * count charges have them given back first (test_keep.c tests keeping itself).
+ * Freed large objects stay charged while their kind keeps their pages (keep.c), and so do runs
+ * whose objects all came back until they are given back (arena.c): the cases that set limits
+ * relative to what a tier holds have both given back first (test_keep.c and test_decay.c test
+ * them), and a refused charge gives them back by itself.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,6 +48,17 @@ static void set_limit(int tier, uint64_t bytes)
 	snprintf(name, sizeof(name), "tier.%d.limit", tier);
 	if (tieralloc_ctl_set(name, &bytes, sizeof(bytes)) != 0)
 		test_hard("ctl_set %s", name);
+}
+
+/* What the tiers hold without using it goes back to the kernel: this thread's cached objects to
+ * their runs, empty runs and kept large objects given back. */
+static void give_back_all(void)
+{
+	tieralloc_ctl_set("thread.flush", NULL, 0);
+	for (unsigned t = 0; t < 2; t++) {
+		ta_arena_purge(t, 0);
+		ta_keep_release(t);
+	}
 }
 
 static void free_blocks(void)
@@ -216,7 +229,7 @@ static void test_large(void)
 {
 	const uint64_t room = 4 * MiB; /* above what tier 0 holds already */
 	const unsigned n = 16;
-	ta_keep_release(0);
+	give_back_all();
 	set_limit(0, stats(0).charged + room);
 	struct tieralloc_tier_stats b0 = stats(0), b1 = stats(1);
 	struct placement pl = allocate(n, 1 * MiB);
@@ -260,8 +273,7 @@ static void test_large(void)
 static void test_overflow(void)
 {
 	/* No room for a new run anywhere; no free object of the class exists. */
-	ta_keep_release(0);
-	ta_keep_release(1);
+	give_back_all();
 	set_limit(0, stats(0).charged);
 	set_limit(1, stats(1).charged);
 	struct tieralloc_tier_stats b0 = stats(0), b1 = stats(1);
@@ -312,7 +324,7 @@ static void *alloc_thread(void *arg)
 static void test_threads(void)
 {
 	const uint64_t room = 1 * MiB; /* above what tier 0 holds already */
-	ta_keep_release(0);
+	give_back_all();
 	uint64_t held = stats(0).charged;
 	set_limit(0, held + room);
 	uint64_t base = stats(0).bytes_live;

@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Runs whose objects all came back (src/arena.c): they stay charged to their tier and are given
+ * back to the kernel (pages dropped, charge returned) after a second empty, at once under quota
+ * pressure, and never while an object of theirs is out; their pages then serve the tier's next
+ * runs of any class. A chunk demoted with empty runs on it keeps the books: once everything is
+ * freed and given back, both tiers hold what they held before. Two logical tiers on node 0.
+ */
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "test.h"
+
+#define KiB ((uint64_t)1024)
+#define MiB (1024 * KiB)
+#define N   4096
+
+static void *obj[N];
+
+static struct tieralloc_tier_stats stats(int tier)
+{
+	struct tieralloc_tier_stats s = { .size = sizeof(s) };
+	if (tieralloc_tier_stats(tier, &s) != 0)
+		test_hard("tieralloc_tier_stats(%d)", tier);
+	return s;
+}
+
+/* What the tier gave back, as a program reads it. */
+static uint64_t purged(int tier)
+{
+	char name[32];
+	uint64_t v = 0;
+	size_t len = sizeof(v);
+	snprintf(name, sizeof(name), "tier.%d.purged", tier);
+	if (tieralloc_ctl_get(name, &v, &len) != 0)
+		test_hard("ctl_get %s", name);
+	return v;
+}
+
+static void set_limit(int tier, uint64_t bytes)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "tier.%d.limit", tier);
+	if (tieralloc_ctl_set(name, &bytes, sizeof(bytes)) != 0)
+		test_hard("ctl_set %s", name);
+}
+
+/* Everything this thread caches back to the runs, every empty run given back. */
+static void settle(void)
+{
+	tieralloc_ctl_set("thread.flush", NULL, 0);
+	for (unsigned t = 0; t < 2; t++) {
+		ta_arena_purge(t, 0);
+		ta_keep_release(t);
+	}
+}
+
+static unsigned resident_pages(void *p, size_t len)
+{
+	long psz = sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)(psz - 1);
+	size_t n = ((uintptr_t)p + len - lo + (size_t)psz - 1) / (size_t)psz;
+	unsigned char vec[64];
+	if (n > sizeof(vec) || mincore((void *)lo, n * (size_t)psz, vec) != 0)
+		return 0;
+	unsigned in = 0;
+	for (size_t i = 0; i < n; i++)
+		in += vec[i] & 1;
+	return in;
+}
+
+static void alloc_all(size_t size, int tier)
+{
+	for (unsigned i = 0; i < N; i++) {
+		obj[i] = tier >= 0 ? tieralloc_malloc_tier(tier, size) : tieralloc_malloc(size);
+		if (obj[i] == NULL)
+			test_hard("allocation %u of %zu failed", i, size);
+		memset(obj[i], 0x5a, size);
+	}
+}
+
+static void free_all(void)
+{
+	for (unsigned i = 0; i < N; i++) {
+		tieralloc_free(obj[i]);
+		obj[i] = NULL;
+	}
+}
+
+static void test_give_back(void)
+{
+	test_context("empty runs stay charged, then go back");
+	settle();
+	uint64_t base = stats(0).charged;
+	alloc_all(1024, 0); /* 4 MiB of 1 KiB objects */
+	uint64_t with = stats(0).charged;
+	expect_ge(with, base + N * 1024);
+	void *first = obj[0];
+	free_all();
+	tieralloc_ctl_set("thread.flush", NULL, 0);
+	expect_eq(stats(0).charged, with);
+	uint64_t p0 = purged(0);
+	uint64_t back = ta_arena_purge(0, 0);
+	expect_ge(back, N * 1024);
+	expect_eq(stats(0).charged, with - back);
+	expect_eq(purged(0), p0 + back);
+	/* Its pages are gone from the process. */
+	expect_eq(resident_pages(first, 1024), 0);
+
+	test_context("their pages serve the next runs of another class");
+	uint64_t chunks = atomic_load(&ta_arenas[0].nchunks);
+	alloc_all(512, 0); /* 2 MiB of 512-byte objects: fits in the holes */
+	expect_eq(atomic_load(&ta_arenas[0].nchunks), chunks);
+	free_all();
+	settle();
+	expect_eq(stats(0).charged, base);
+	test_context("%s", "");
+}
+
+static void test_kept_while_in_use(void)
+{
+	test_context("a run with an object out is not given back");
+	settle();
+	alloc_all(2048, 0);
+	/* Keep one object of every run (a 2 KiB run is one page, eight objects): none empty. */
+	for (unsigned i = 0; i < N; i++) {
+		if (i % 8 != 0) {
+			tieralloc_free(obj[i]);
+			obj[i] = NULL;
+		}
+	}
+	tieralloc_ctl_set("thread.flush", NULL, 0);
+	uint64_t before = stats(0).charged;
+	ta_arena_purge(0, 0);
+	expect_eq(stats(0).charged, before);
+	for (unsigned i = 0; i < N; i += 8)
+		for (unsigned k = 0; k < 2048; k++)
+			if (((unsigned char *)obj[i])[k] != 0x5a) {
+				expect_true(!"a kept object lost its contents");
+				break;
+			}
+	free_all();
+	settle();
+	test_context("%s", "");
+}
+
+static void test_age(void)
+{
+	test_context("given back after a second empty, by the next slow path");
+	settle();
+	alloc_all(4096, 0);
+	free_all();
+	tieralloc_ctl_set("thread.flush", NULL, 0);
+	uint64_t p0 = purged(0), with = stats(0).charged;
+	/* Not yet: just emptied. */
+	void *q = tieralloc_malloc(3000); /* a slow path: a class with nothing cached */
+	expect_eq(purged(0), p0);
+	tieralloc_free(q);
+	struct timespec ts = { 1, 300 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	q = tieralloc_malloc(2500); /* another class, another slow path */
+	expect_gt(purged(0), p0);
+	expect_lt(stats(0).charged, with);
+	tieralloc_free(q);
+	settle();
+	test_context("%s", "");
+}
+
+static void test_pressure(void)
+{
+	test_context("quota pressure gives empty runs back at once");
+	settle();
+	alloc_all(1024, 0);
+	free_all();
+	tieralloc_ctl_set("thread.flush", NULL, 0);
+	uint64_t p0 = purged(0);
+	set_limit(0, stats(0).charged); /* no room above what tier 0 holds */
+	void *q = tieralloc_malloc(6000);
+	expect_eq(tieralloc_tier_of(q), 0);
+	expect_gt(purged(0), p0);
+	tieralloc_free(q);
+	set_limit(0, UINT64_MAX);
+	settle();
+	test_context("%s", "");
+}
+
+static void test_demoted_books(void)
+{
+	test_context("a demoted chunk with empty runs keeps the books");
+	settle();
+	uint64_t base0 = stats(0).charged, base1 = stats(1).charged;
+	/* Enough for several chunks, so that some are not the one runs are cut from. */
+	void *big[4];
+	for (unsigned i = 0; i < 4; i++) {
+		alloc_all(4096, 0); /* 16 MiB per round */
+		for (unsigned k = 0; k < N; k++) {
+			if (k % 2 != 0) {
+				tieralloc_free(obj[k]);
+				obj[k] = NULL;
+			}
+		}
+		big[i] = NULL;
+		/* Keep the even ones of this round alive in a chain. */
+		void **keep = tieralloc_malloc(N / 2 * sizeof(void *));
+		for (unsigned k = 0; k < N / 2; k++)
+			keep[k] = obj[2 * k];
+		big[i] = keep;
+	}
+	tieralloc_ctl_set("thread.flush", NULL, 0);
+	uint64_t held0 = stats(0).charged, held1 = stats(1).charged;
+	uint64_t moved = ta_demote(0, 1, UINT64_MAX);
+	/* The charge moves with the chunks, whole: nothing lost, nothing made up. */
+	expect_gt(moved, 0);
+	expect_eq(stats(0).charged, held0 - moved);
+	expect_eq(stats(1).charged, held1 + moved);
+	/* Every object intact, then everything freed and given back: both tiers where they
+	 * started. */
+	for (unsigned i = 0; i < 4; i++) {
+		void **keep = big[i];
+		for (unsigned k = 0; k < N / 2; k++) {
+			unsigned char *o = keep[k];
+			if (o[0] != 0x5a || o[4095] != 0x5a)
+				expect_true(!"a demoted object lost its contents");
+			tieralloc_free(o);
+		}
+		tieralloc_free(keep);
+	}
+	settle();
+	expect_eq(stats(0).charged, base0);
+	expect_eq(stats(1).charged, base1);
+	test_context("%s", "");
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const env[] = { "TIERALLOC_TIERS=0;0", "TIERALLOC_ENFORCE=off",
+					   "TIERALLOC_SHM_NAME=off", NULL };
+	test_reexec_with_env(argv, env);
+	if (tieralloc_tier_count() != 2)
+		test_skip("TIERALLOC_TIERS=\"0;0\" did not give two tiers (%d)",
+			  tieralloc_tier_count());
+	test_give_back();
+	test_kept_while_in_use();
+	test_age();
+	test_pressure();
+	test_demoted_books();
+	return test_done();
+}
