@@ -62,7 +62,9 @@ echo "== load, attach, count, publish, SIGTERM"
 # A tieralloc process holding a segment for the agent to find.
 ta_preloaded env TIERALLOC_SHM_NAME="$SEG" sleep 60 &
 holder=$!
-trap 'kill $holder 2>/dev/null || true; rm -f /dev/shm$SEG' EXIT
+pid=
+# A failed check must not leave the agent running: it would publish into later runs' segments.
+trap 'kill $holder ${pid:-} 2>/dev/null || true; rm -f /dev/shm$SEG' EXIT
 for _ in $(seq 1 50); do
 	[[ -e /dev/shm$SEG ]] && break
 	sleep 0.1
@@ -72,6 +74,12 @@ if [[ -n $PY ]]; then
 	[[ $(agent_field available) == False ]] || ta_fail "agent counts before any agent ran"
 	agent_field why_not | grep -q "no agent" || ta_fail "no 'no agent' reason before it ran"
 fi
+# The ids of the tracepoint programs loaded now (any agent's).
+progs_ids()
+{
+	bpftool prog show 2>/dev/null | awk '/name on_migrate_pages/ { sub(":", "", $1); print $1 }'
+}
+ids_before=$(progs_ids)
 "$AGENT" --print --interval 0.2 >"$TA_WORK/agent.out" 2>"$TA_WORK/agent.err" &
 pid=$!
 for _ in $(seq 1 100); do
@@ -104,14 +112,14 @@ if [[ -n $PY ]]; then
 			ta_fail "cgroup v1: the reason is not the missing cgroup id"
 	fi
 fi
-progs_loaded()
-{
-	bpftool prog show 2>/dev/null | grep -c "name on_migrate_pages" || true
-}
 BPFTOOL=$(command -v bpftool || echo /usr/sbin/bpftool)
+ours=
 if [[ -x $BPFTOOL ]]; then
 	PATH=$PATH:$(dirname "$BPFTOOL")
-	[[ $(progs_loaded) -ge 1 ]] || ta_fail "bpftool does not list the tracepoint program"
+	# The programs that appeared with this agent: another agent may run on the machine (a
+	# parallel test run), so this one's are the ids that were not there before it started.
+	ours=$(progs_ids | grep -vxF -f <(echo "$ids_before") || true)
+	[[ -n $ours ]] || ta_fail "bpftool does not list the agent's tracepoint program"
 fi
 # Compaction migrates pages (reason "other" here); there may be nothing to compact.
 echo 1 >/proc/sys/vm/compact_memory 2>/dev/null || true
@@ -129,7 +137,10 @@ grep -E "^cgroup=" "$TA_WORK/agent.out" | tail -3 | sed 's/^/   /' || true
 tail -1 "$TA_WORK/agent.out" | grep -q "detached, stopped" || ta_fail "no 'detached' line"
 [[ -s $TA_WORK/agent.err ]] && { cat "$TA_WORK/agent.err" >&2; ta_fail "the agent wrote to stderr"; }
 if [[ -x $BPFTOOL ]]; then
-	[[ $(progs_loaded) == 0 ]] || ta_fail "the program is still loaded after SIGTERM"
+	for id in $ours; do
+		! bpftool prog show id "$id" >/dev/null 2>&1 ||
+			ta_fail "program $id is still loaded after SIGTERM"
+	done
 fi
 if [[ -n $PY ]]; then
 	sleep 2.2
