@@ -405,9 +405,11 @@ static int open_segment(const char *name, const struct ta_cgroup *cg,
 	return -EAGAIN;
 }
 
-uint64_t ta_proc_start_time(int pid)
+/* Read /proc/<pid>/stat once: the process's start time (0: unreadable) and state letter. */
+static uint64_t proc_stat(int pid, char *state)
 {
 	char path[64], text[1024];
+	*state = '?';
 	ta_format(path, sizeof(path), "/proc/%d/stat", pid);
 	ssize_t n = ta_read_file(path, text, sizeof(text));
 	if (n <= 0)
@@ -416,6 +418,8 @@ uint64_t ta_proc_start_time(int pid)
 	const char *p = strrchr(text, ')');
 	if (p == NULL)
 		return 0;
+	if (p[1] == ' ')
+		*state = p[2];
 	unsigned field = 2;
 	for (; *p != '\0' && field < 22; p++)
 		if (*p == ' ')
@@ -424,6 +428,12 @@ uint64_t ta_proc_start_time(int pid)
 	while (*p >= '0' && *p <= '9')
 		v = v * 10 + (uint64_t)(*p++ - '0');
 	return v;
+}
+
+uint64_t ta_proc_start_time(int pid)
+{
+	char state;
+	return proc_stat(pid, &state);
 }
 
 static struct ta_shm_slot *slot_at(const struct ta_shm *shm, unsigned i)
@@ -435,14 +445,11 @@ static bool process_alive(uint32_t pid, uint64_t start_time)
 {
 	if (syscall(SYS_kill, (int)pid, 0) != 0 && errno == ESRCH)
 		return false;
-	/* A zombie's memory is gone although kill() still finds it. */
-	char path[64], text[256];
-	ta_format(path, sizeof(path), "/proc/%u/stat", pid);
-	ssize_t n = ta_read_file(path, text, sizeof(text));
-	const char *state = n > 0 ? strrchr(text, ')') : NULL;
-	if (state != NULL && state[1] == ' ' && (state[2] == 'Z' || state[2] == 'X'))
+	/* A zombie's memory is gone although kill() still finds it. One read gives both. */
+	char state;
+	uint64_t now_start = proc_stat((int)pid, &state);
+	if (state == 'Z' || state == 'X')
 		return false;
-	uint64_t now_start = ta_proc_start_time((int)pid);
 	/* Unreadable (another pid namespace): trust kill(). A different start time: pid reused. */
 	return now_start == 0 || start_time == 0 || now_start == start_time;
 }
@@ -506,6 +513,7 @@ unsigned ta_shm_reclaim_dead(struct ta_shm *shm)
 {
 	unsigned taken = 0;
 	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	shm->reclaimed_ns = now;
 	for (unsigned i = 0; i < shm->nslots; i++) {
 		struct ta_shm_slot *s = slot_at(shm, i);
 		uint32_t pid = atomic_load(&s->pid);
@@ -725,8 +733,11 @@ void ta_shm_refresh_limits(bool now)
 		return;
 	atomic_store(&h->limits_read_ns, t_now);
 	/* Processes that exited leave their slot to be taken back by a peer: no exit-time detach,
-	 * which would race with the process's other threads still charging. */
-	ta_shm_reclaim_dead(&ta_shm);
+	 * which would race with the process's other threads still charging. Not again right
+	 * after attaching (start-up reads the limits at once): a look costs a /proc read per
+	 * live process of the container. */
+	if (t_now - ta_shm.reclaimed_ns >= LIMITS_REFRESH_NS)
+		ta_shm_reclaim_dead(&ta_shm);
 	uint64_t cg[TA_NLIMITS];
 	if (ta_cgroup_read_limits("", &ta_shm.cg, cg) != 0) {
 		for (unsigned k = 0; k < TA_NLIMITS; k++)

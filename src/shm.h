@@ -25,6 +25,7 @@ struct ta_shm {
 	unsigned ntiers;	   /* the topology's, which the segment's ntiers matched */
 	uint32_t mine_pid;	   /* what our slot's pid must say */
 	struct ta_shm_header snap; /* the header as validated: its fixed fields are re-checked */
+	uint64_t reclaimed_ns;	   /* when this process last looked for dead slots */
 	/* When this process first saw each slot held by the reclaim marker (0: not marked). */
 	uint64_t marked_since[TA_SHM_MAX_SLOTS];
 	char name[160];
