@@ -104,7 +104,8 @@ TIERALLOC_API int tieralloc_tier_stats(int tier, struct tieralloc_tier_stats *ou
  * demoted, reclaim_asked, reclaims, gated; -ENOENT when this
  * process keeps its own accounting), "shm.active" (uint32_t),
  * "opt.<name>" (the parsed TIERALLOC_* values; see README), "thread.flush" (write-only, any
- * value: publish this thread's cached counters).
+ * value: publish this thread's cached counters), "purge" (write-only, any value: give back to
+ * the kernel now everything held and unused: empty runs, freed large objects kept).
  * Returns 0, -ENOENT (unknown name), -EPERM (read-only), -EINVAL (size mismatch or bad value).
  * For get, *len is in: the size of out; out: the size of the value.
  */

@@ -72,6 +72,12 @@ TA_EXPORT size_t malloc_usable_size(void *ptr)
 	return ta_usable_size(ptr);
 }
 
+/* glibc's: programs call it to give memory back after a big free. */
+TA_EXPORT int malloc_trim(size_t pad)
+{
+	return ta_trim(pad);
+}
+
 /* glibc's internal names, exported by libc.so.6 and called directly by some code. */
 TA_EXPORT void *__libc_malloc(size_t size);
 TA_EXPORT void __libc_free(void *ptr);

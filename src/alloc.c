@@ -11,6 +11,7 @@
  * goes to the last tier anyway (counted as overflowed) rather than failing. An explicit tier
  * (tieralloc_malloc_tier) is charged where it lands, limit or not.
  */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -550,6 +551,23 @@ void ta_free(void *p)
 	if (p == NULL)
 		return;
 	free_other(p);
+}
+
+int ta_trim(size_t pad)
+{
+	int state = atomic_load_explicit(&ta_state, memory_order_acquire);
+	if (state == TA_PASSTHROUGH) {
+		static int (*real_trim)(size_t);
+		if (real_trim == NULL)
+			real_trim = (int (*)(size_t))dlsym(RTLD_NEXT, "malloc_trim");
+		return real_trim != NULL ? real_trim(pad) : 0;
+	}
+	if (state != TA_READY)
+		return 0;
+	/* Whole runs and kept large objects go back: glibc's pad (slack kept at its heap's top)
+	 * has no counterpart here. */
+	ta_tcache_flush_all_mine();
+	return ta_purge_all() != 0;
 }
 
 void *ta_calloc(size_t n, size_t size)

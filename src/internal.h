@@ -303,6 +303,12 @@ void ta_arena_decay(void);
 void ta_arena_fork_prepare(void);
 void ta_arena_fork_parent(void);
 void ta_arena_fork_child(void);
+/* In a forked child: what it holds now is its parent's (copy-on-write), charged in the parent's
+ * slot; giving it back never touches the segment. */
+void ta_arena_fork_inherit(void);
+/* Give back everything held and unused now (empty runs, kept large objects): ctl "purge",
+ * malloc_trim. Returns the bytes. */
+uint64_t ta_purge_all(void);
 
 static inline int ta_chunk_tier_of(const void *p)
 {
@@ -499,6 +505,9 @@ void *ta_memalign(size_t align, size_t size);
 void *ta_valloc(size_t size);
 void *ta_pvalloc(size_t size);
 size_t ta_usable_size(void *p);
+/* malloc_trim: this thread's cached objects back to their runs, then everything held and unused
+ * back to the kernel; 1 if anything went. */
+int ta_trim(size_t pad);
 void *ta_malloc_tier(int tier, size_t size, bool zero);
 int ta_tier_of(const void *p);
 

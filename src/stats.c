@@ -250,6 +250,12 @@ int ta_ctl_set(const char *name, const void *in, size_t len)
 {
 	if (name == NULL)
 		return -EINVAL;
+	if (strcmp(name, "purge") == 0) {
+		/* Everything held and unused goes back to the kernel now. */
+		ta_tcache_flush_all_mine();
+		ta_purge_all();
+		return 0;
+	}
 	if (strcmp(name, "thread.flush") == 0) {
 		ta_tcache_flush_all_mine();
 		return 0;

@@ -186,6 +186,26 @@ static void test_pressure(void)
 	test_context("%s", "");
 }
 
+static void test_trim(void)
+{
+	test_context("malloc_trim and ctl purge give back at once");
+	settle();
+	alloc_all(1024, 0);
+	free_all(); /* some stay in this thread's cache: trim flushes them first */
+	uint64_t p0 = purged(0), with = stats(0).charged;
+	expect_eq(ta_trim(0), 1);
+	expect_ge(purged(0) - p0, N * 1024);
+	expect_le(stats(0).charged, with - N * 1024);
+	expect_eq(ta_trim(0), 0); /* nothing left to give */
+	alloc_all(2048, 0);
+	free_all();
+	p0 = purged(0);
+	expect_eq(tieralloc_ctl_set("purge", NULL, 0), 0);
+	expect_ge(purged(0) - p0, N * 2048);
+	settle();
+	test_context("%s", "");
+}
+
 static void test_demoted_books(void)
 {
 	test_context("a demoted chunk with empty runs keeps the books");
@@ -245,6 +265,7 @@ int main(int argc, char **argv)
 	test_kept_while_in_use();
 	test_age();
 	test_pressure();
+	test_trim();
 	test_demoted_books();
 	return test_done();
 }
