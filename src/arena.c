@@ -474,11 +474,37 @@ void ta_arena_note_peak(unsigned tier)
 		;
 }
 
+/*
+ * A forked child's heap is its parent's, shared copy-on-write: the kernel counts those pages once,
+ * and the parent's slot holds their charge. So the child's slot starts empty, and what the child
+ * gives back of that heap comes out of `inherited`, never out of the segment (it would wrap the
+ * child's slot and take the parent's charge off the tier). What the child cuts anew is its own.
+ */
+static _Atomic uint64_t inherited[TA_MAX_TIERS];
+
+void ta_arena_fork_inherit(void)
+{
+	for (unsigned t = 0; t < TA_MAX_TIERS; t++)
+		atomic_store(&inherited[t], atomic_load(&ta_arenas[t].charged));
+}
+
+/* Up to bytes of the tier's inherited charge, used up; returns how much. */
+static uint64_t take_inherited(unsigned tier, uint64_t bytes)
+{
+	uint64_t have = atomic_load_explicit(&inherited[tier], memory_order_relaxed);
+	for (;;) {
+		uint64_t take = have < bytes ? have : bytes;
+		if (take == 0 || atomic_compare_exchange_weak(&inherited[tier], &have, have - take))
+			return take;
+	}
+}
+
 void ta_arena_uncharge(unsigned tier, uint64_t bytes)
 {
 	atomic_fetch_sub(&ta_arenas[tier].charged, bytes);
-	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
-		ta_shm_uncharge(tier, bytes);
+	uint64_t own = bytes - take_inherited(tier, bytes);
+	if (own != 0 && atomic_load_explicit(&ta_shm.active, memory_order_acquire))
+		ta_shm_uncharge(tier, own);
 }
 
 void ta_arena_move_charge(unsigned from, unsigned to, uint64_t bytes)
@@ -488,9 +514,14 @@ void ta_arena_move_charge(unsigned from, unsigned to, uint64_t bytes)
 	atomic_fetch_add(&b->charged, bytes);
 	atomic_fetch_add(&a->demoted, bytes);
 	ta_arena_note_peak(to);
+	/* Inherited memory moves as inherited: its charge stays the parent's. */
+	uint64_t kin = take_inherited(from, bytes), own = bytes - kin;
+	atomic_fetch_add(&inherited[to], kin);
 	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire)) {
-		ta_shm_uncharge(from, bytes);
-		ta_shm_charge(to, bytes, TA_LIMIT_MAX, true);
+		if (own != 0) {
+			ta_shm_uncharge(from, own);
+			ta_shm_charge(to, own, TA_LIMIT_MAX, true);
+		}
 		atomic_fetch_add(&ta_shm.tiers[from].demoted, bytes);
 	}
 }

@@ -55,11 +55,10 @@ static void fork_child(void)
 	ta_arena_fork_child();
 	ta_tcache_fork_child();
 	ta_enforce_fork_child();
-	/* The child's heap is the parent's: its slot starts charged with it. */
-	uint64_t charged[TA_MAX_TIERS] = { 0 };
-	for (unsigned t = 0; t < ta_ntiers; t++)
-		charged[t] = atomic_load(&ta_arenas[t].charged);
-	ta_shm_fork_child(charged);
+	/* The child's heap is the parent's, copy-on-write, and charged in the parent's slot: the
+	 * child's own slot starts empty (arena.c, inherited). */
+	ta_arena_fork_inherit();
+	ta_shm_fork_child();
 }
 
 /* Join the cgroup's shared segment, unless TIERALLOC_SHM_NAME=off. */

@@ -767,8 +767,9 @@ void ta_shm_refresh_limits(bool now)
 		atomic_fetch_add(&h->generation, 1);
 }
 
-/* fork: the child has the parent's heap, so it takes a slot of its own charged with it. */
-void ta_shm_fork_child(const uint64_t charged[TA_MAX_TIERS])
+/* fork: the child takes a slot of its own, empty: the heap it shares with its parent
+ * (copy-on-write) stays charged in the parent's slot. */
+void ta_shm_fork_child(void)
 {
 	if (!atomic_load(&ta_shm.active))
 		return;
@@ -780,13 +781,5 @@ void ta_shm_fork_child(const uint64_t charged[TA_MAX_TIERS])
 		       "accounting",
 		       ta_shm.name);
 		return;
-	}
-	for (unsigned t = 0; t < ta_ntiers; t++) {
-		struct ta_shm_tier *r = &ta_shm.tiers[t];
-		uint64_t now = atomic_fetch_add(&r->charged, charged[t]) + charged[t];
-		atomic_store(&ta_shm.mine->charged[t], charged[t]);
-		uint64_t peak = atomic_load(&r->peak);
-		while (now > peak && !atomic_compare_exchange_weak(&r->peak, &peak, now))
-			;
 	}
 }

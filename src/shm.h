@@ -59,7 +59,7 @@ unsigned ta_shm_reclaim_dead(struct ta_shm *shm);
 bool ta_shm_check(bool now);
 /* Wake the enforcement workers of the cgroup's other processes (their slots' futex words). */
 void ta_shm_wake_others(void);
-void ta_shm_fork_child(const uint64_t charged[TA_MAX_TIERS]);
+void ta_shm_fork_child(void);
 /* /proc/<pid>/stat start time (clock ticks since boot), 0 if unreadable. */
 uint64_t ta_proc_start_time(int pid);
 

@@ -16,7 +16,8 @@
  *                              the first one, or 0)
  *   tier T BYTES               tieralloc_malloc_tier(T, BYTES), kept: "tier want=T got=G errno=E"
  *   free                       let the threads end, free every block: "free blocks=N"
- *   fork [BYTES]               fork a child that keeps the inherited heap, allocates BYTES in
+ *   fork [BYTES [free]]        fork a child that keeps the inherited heap (with "free": frees
+ *                              it and gives it back with malloc_trim first), allocates BYTES in
  *                              4 KiB blocks, and waits for SIGKILL: "fork pid=P", once the
  *                              child runs (its slot is taken) and has allocated
  *   where                      "where tier0=B0 tier1=B1 tier2=B2 bad=N": the held blocks' bytes
@@ -36,6 +37,7 @@
 #include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -233,7 +235,17 @@ static void cmd_where(void)
 	       bytes[1], bytes[2], bad);
 }
 
-static void cmd_fork(size_t child_bytes)
+/* In a forked child (the workers' threads are gone, their blocks are not): free every block. */
+static void free_inherited(void)
+{
+	for (unsigned i = 0; i < nworkers; i++)
+		for (size_t k = 0; k < workers[i].nblocks; k++)
+			free(workers[i].blocks[k]);
+	for (size_t k = 0; k < nextra; k++)
+		free(extra[k]);
+}
+
+static void cmd_fork(size_t child_bytes, int free_first)
 {
 	int ready[2];
 	if (pipe(ready) != 0) {
@@ -250,6 +262,10 @@ static void cmd_fork(size_t child_bytes)
 		/* fork() has returned: the fork handlers (the child's slot) are done. The child
 		 * allocates what it was asked to before it says so. */
 		close(ready[0]);
+		if (free_first) {
+			free_inherited();
+			malloc_trim(0);
+		}
 		for (size_t got = 0; got + 4096 <= child_bytes; got += 4096)
 			memset(malloc(4096), 1, 4096);
 		if (write(ready[1], "r", 1) != 1)
@@ -340,9 +356,11 @@ int main(void)
 		else if (strcmp(line, "free") == 0)
 			cmd_free();
 		else if (strcmp(line, "fork") == 0)
-			cmd_fork(0);
+			cmd_fork(0, 0);
+		else if (sscanf(line, "fork %199s %199s", a, b) == 2 && strcmp(b, "free") == 0)
+			cmd_fork(parse_size(a), 1);
 		else if (sscanf(line, "fork %199s", a) == 1)
-			cmd_fork(parse_size(a));
+			cmd_fork(parse_size(a), 0);
 		else if (strcmp(line, "where") == 0)
 			cmd_where();
 		else if (sscanf(line, "spawn %199s %199s", a, b) == 2)

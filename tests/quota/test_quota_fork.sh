@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: MIT
 #
 # Children join their parent's segment:
-#   - fork: the child has the parent's heap, so it takes a slot of its own charged with it
-#     (src/init.c fork_child: the arena's charge, i.e. the live bytes plus the forking thread's
-#     stock); the parent's slot does not change;
+#   - fork: the child shares the parent's heap copy-on-write (the kernel counts it once, in the
+#     parent's charge), so it takes a slot of its own, empty; the parent's slot does not change;
+#     what the child allocates anew is charged to its slot; what it gives back of the inherited
+#     heap never comes off the segment (src/arena.c, inherited);
 #   - fork + exec: the new image attaches anew, with a slot charged with its own heap only; the
 #     slot its pre-exec self took at fork (charged with a copy of the parent's heap that exec
 #     threw away) must not stay charged;
@@ -43,13 +44,24 @@ check "$(nslots) == 2" "parent and forked child each have a slot"
 [[ $(slot_charges "$PARENT") == "$cp0" ]] || ta_fail "the parent's slot changed at fork"
 cf0=$(slot_charges "$F")
 [[ -n $cf0 && $(wc -l <<<"$cf0") == 1 ]] || ta_fail "the forked child has no slot, or several"
-# The child's heap: the 4 MiB of blocks plus what the forking thread had in stock; the parked
-# thread's stock stays the parent's.
-check "cf0 >= 4 * M && cf0 <= cp0" "the forked child is charged with its inherited heap"
-check "$(pk tier=0 charged) == cp0 + cf0 && $(pk tier=0 charged) == $(pk tier=0 slotsum)" \
-	"the tier is charged with both"
+check "cf0 == 0" "the forked child's slot starts empty: its heap is the parent's, copy-on-write"
+check "$(pk tier=0 charged) == cp0 && $(pk tier=0 charged) == $(pk tier=0 slotsum)" \
+	"the tier is charged once, with the parent's heap"
 soft_check "$(pk tier=0 peak) >= $(pk tier=0 charged)" \
 	"the tier's peak (highest charge seen) is at least its charge after the fork"
+
+echo "== fork, the child frees the inherited heap, gives it back and allocates 2 MiB"
+hog_cmd p "fork 2M free"
+G=$(kv "$REPLY" pid)
+peek "$S"
+grep -E '^(slot|tier=0 )' <<<"$PEEK" | sed 's/^/   /'
+cg0=$(slot_charges "$G")
+[[ -n $cg0 && $(wc -l <<<"$cg0") == 1 ]] || ta_fail "the second child has no slot, or several"
+# Its own runs only (4 KiB blocks in runs of 16 KiB pages), never a wrapped counter.
+check "cg0 >= 2 * M && cg0 <= 2 * M + 256 * 1024" "the child is charged with what it made anew"
+[[ $(slot_charges "$PARENT") == "$cp0" ]] || ta_fail "the parent's slot changed when a child gave its heap back"
+check "$(pk tier=0 charged) == $(pk tier=0 slotsum)" "tier charge = sum of the slots"
+hog_cmd p "kill $G"
 
 echo "== fork + exec"
 mkfifo "$TA_WORK/e.in"
