@@ -67,6 +67,9 @@ run() {
 	pids=
 	i=0
 	while [ $i -lt "$nproc" ]; do
+		# Gone before the start: the child truncates it only once it runs, and the wait
+		# below must not read the last run's "ready".
+		rm -f "$TMP/out.$i"
 		(
 			[ -n "$CG" ] && echo 0 >"$CG/cgroup.procs"
 			if [ -n "$pre" ]; then

@@ -40,8 +40,10 @@
 
 struct ta_backend_tier ta_backend[TA_MAX_TIERS];
 static memkind_t tier_kind[TA_MAX_TIERS];
-/* The jemalloc arena of each tier's kind (one per kind), or UINT_MAX when unknown. */
-static unsigned tier_arena[TA_MAX_TIERS];
+/* The jemalloc arena of each tier's kind (one per kind): ARENA_UNSEEN until the tier's first
+ * allocation shows it, UINT_MAX when it could not be set up. */
+#define ARENA_UNSEEN (UINT_MAX - 1)
+static _Atomic unsigned tier_arena[TA_MAX_TIERS];
 
 /* memkind's jemalloc, linked in from its archive. */
 int jemk_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
@@ -134,34 +136,33 @@ static int bss_no_huge_pages(struct dl_phdr_info *info, size_t size, void *arg)
 /*
  * The kind's arena keeps freed pages until keep.c says to purge them (dirty_decay_ms -1): its
  * default purged a freed block of 8 MiB or more at once and the rest after 10 s, without a word
- * to the quotas. Found by asking jemalloc which arena served a block of the kind.
+ * to the quotas. Found by asking jemalloc which arena served the tier's first block (a probe of
+ * its own would map, under THP "always", a 2 MiB huge page in a tier the program may never use).
  */
-static void arena_setup(unsigned t)
+static void arena_setup(unsigned t, void *block)
 {
-	tier_arena[t] = UINT_MAX;
-	void *probe = memkind_malloc(tier_kind[t], 64 << 10);
-	if (probe == NULL)
-		return;
+	unsigned expect = ARENA_UNSEEN;
+	if (!atomic_compare_exchange_strong(&tier_arena[t], &expect, UINT_MAX))
+		return; /* another thread does it */
 	unsigned arena;
 	size_t len = sizeof(arena);
-	if (jemk_mallctl("arenas.lookup", &arena, &len, &probe, sizeof(probe)) == 0) {
+	if (jemk_mallctl("arenas.lookup", &arena, &len, &block, sizeof(block)) == 0) {
 		char name[64];
 		ssize_t never = -1;
 		ta_format(name, sizeof(name), "arena.%u.dirty_decay_ms", arena);
-		if (jemk_mallctl(name, NULL, NULL, &never, sizeof(never)) == 0)
-			tier_arena[t] = arena;
+		if (jemk_mallctl(name, NULL, NULL, &never, sizeof(never)) == 0) {
+			atomic_store(&tier_arena[t], arena);
+			return;
+		}
 	}
-	memkind_free(tier_kind[t], probe);
-	if (tier_arena[t] == UINT_MAX)
-		ta_log(TA_LOG_INFO,
-		       "tier %u: its kind's arena not found; freed pages are purged "
-		       "by memkind",
-		       t);
+	ta_log(TA_LOG_INFO,
+	       "tier %u: its kind's arena not found; freed pages are purged by memkind", t);
 }
 
 uint64_t ta_backend_dirty_bytes(unsigned tier)
 {
-	if (tier >= TA_MAX_TIERS || tier_arena[tier] == UINT_MAX)
+	unsigned arena = tier < TA_MAX_TIERS ? atomic_load(&tier_arena[tier]) : UINT_MAX;
+	if (arena >= ARENA_UNSEEN)
 		return 0;
 	uint64_t epoch = 1;
 	size_t len = sizeof(epoch);
@@ -169,7 +170,7 @@ uint64_t ta_backend_dirty_bytes(unsigned tier)
 	char name[64];
 	size_t pages = 0;
 	len = sizeof(pages);
-	ta_format(name, sizeof(name), "stats.arenas.%u.pdirty", tier_arena[tier]);
+	ta_format(name, sizeof(name), "stats.arenas.%u.pdirty", arena);
 	if (jemk_mallctl(name, &pages, &len, NULL, 0) != 0)
 		return 0;
 	return (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
@@ -177,10 +178,11 @@ uint64_t ta_backend_dirty_bytes(unsigned tier)
 
 void ta_backend_purge(unsigned tier)
 {
-	if (tier >= TA_MAX_TIERS || tier_arena[tier] == UINT_MAX)
+	unsigned arena = tier < TA_MAX_TIERS ? atomic_load(&tier_arena[tier]) : UINT_MAX;
+	if (arena >= ARENA_UNSEEN)
 		return;
 	char name[64];
-	ta_format(name, sizeof(name), "arena.%u.purge", tier_arena[tier]);
+	ta_format(name, sizeof(name), "arena.%u.purge", arena);
 	jemk_mallctl(name, NULL, NULL, NULL, 0);
 }
 
@@ -245,8 +247,8 @@ int ta_backend_init(const struct ta_topology *topo, struct ta_options *opts)
 			use_kind(t, MEMKIND_DEFAULT, "MEMKIND_DEFAULT", false);
 		}
 	}
-	for (unsigned t = 0; t < topo->ntiers; t++)
-		arena_setup(t);
+	for (unsigned t = 0; t < TA_MAX_TIERS; t++)
+		atomic_store(&tier_arena[t], ARENA_UNSEEN);
 	return 0;
 }
 
@@ -261,6 +263,10 @@ void *ta_backend_alloc(unsigned tier, size_t size, size_t align, bool zero)
 	} else if (zero) {
 		memset(p, 0, size);
 	}
+	if (unlikely(atomic_load_explicit(&tier_arena[tier], memory_order_relaxed) ==
+		     ARENA_UNSEEN) &&
+	    p != NULL)
+		arena_setup(tier, p);
 	return p;
 }
 
