@@ -52,7 +52,7 @@
 #define TA_PAGE_SIZE   ((size_t)1 << TA_PAGE_SHIFT)
 #define TA_CHUNK_PAGES (TA_CHUNK_SIZE / TA_PAGE_SIZE)
 #define TA_SMALL_MAX   ((size_t)65536)
-#define TA_NCLASSES    44
+#define TA_NCLASSES    80
 #define TA_ADDR_BITS   47 /* user space without 5-level paging hints */
 
 /* ---- log.c: async-signal-safe logger, one write(2) per line ---- */
@@ -196,7 +196,7 @@ static inline unsigned ta_size_class(size_t n)
 		return ta_class_small_lut[(n + 15) >> 4];
 	size_t x = n - 1;
 	unsigned lg = 63u - (unsigned)__builtin_clzl(x);
-	return 8u + (lg - 7u) * 4u + (unsigned)((x >> (lg - 2u)) & 3u);
+	return 8u + (lg - 7u) * 8u + (unsigned)((x >> (lg - 3u)) & 7u);
 }
 /* Smallest class >= size whose objects are all aligned to align, or TA_NCLASSES. */
 unsigned ta_size_class_aligned(size_t size, size_t align);

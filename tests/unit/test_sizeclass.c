@@ -18,10 +18,10 @@ static void test_table(void)
 		expect_eq(ta_class_size[c] % 16, 0);
 		if (c > 0) {
 			expect_gt(ta_class_size[c], ta_class_size[c - 1]);
-			/* At most 25% internal fragmentation past 128 bytes. */
+			/* At most 12.5% internal fragmentation past 128 bytes. */
 			if (ta_class_size[c - 1] >= 128)
 				expect_le(ta_class_size[c] - ta_class_size[c - 1],
-					  ta_class_size[c - 1] / 4);
+					  ta_class_size[c - 1] / 8);
 		}
 		expect_eq(ta_size_class(ta_class_size[c]), c);
 	}
