@@ -168,6 +168,9 @@ static void *bin_take(struct ta_tcache *tc, unsigned t, unsigned cls, struct ta_
 		int u = ta_chunk_tier_of(p);
 		if (likely(u == (int)t))
 			return p;
+		/* The retag counted it live in u as if in use (ta_arena_retag_chunk): it was
+		 * cached here. */
+		ta_arena_move_live((unsigned)u, t, ta_class_size[cls]);
 		rehome(tc, (unsigned)u, cls, p);
 	}
 }
@@ -500,7 +503,8 @@ void *ta_malloc(size_t size)
 		if (likely(bin->count - 1u < bin->cap)) {
 			void *p = bin->slots[bin->count - 1];
 			/* Still in this tier? Its chunk may have been demoted (slow path). */
-			if (unlikely(ta_chunk_map[(uintptr_t)p >> TA_CHUNK_SHIFT] != t + 1))
+			if (unlikely(__atomic_load_n(&ta_chunk_map[(uintptr_t)p >> TA_CHUNK_SHIFT],
+						     __ATOMIC_RELAXED) != t + 1))
 				return alloc_impl(size, 16, -1, false);
 			bin->count--;
 			int64_t live = tc->live[t] + (int64_t)ta_class_size[cls];

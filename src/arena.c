@@ -232,6 +232,12 @@ static struct ta_run *run_new(unsigned tier, unsigned cls, struct ta_fill_charge
 
 /* ---- a bin's list of runs with objects to hand out (under the bin's lock) ---- */
 
+/* Changed under the bin's lock; read without it by the purge, to skip bins with nothing empty. */
+static inline void nempty_add(struct ta_central_bin *b, int d)
+{
+	__atomic_store_n(&b->nempty, b->nempty + (uint32_t)d, __ATOMIC_RELAXED);
+}
+
 static void list_add(struct ta_central_bin *b, struct ta_run *r, bool at_head)
 {
 	r->listed = 1;
@@ -268,7 +274,7 @@ static void list_del(struct ta_central_bin *b, struct ta_run *r)
 	r->listed = 0;
 	if (r->empty_ns != 0) {
 		r->empty_ns = 0;
-		b->nempty--;
+		nempty_add(b, -1);
 	}
 }
 
@@ -289,7 +295,7 @@ unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 		}
 		if (r->empty_ns != 0) { /* objects go out: no longer empty */
 			r->empty_ns = 0;
-			b->nempty--;
+			nempty_add(b, -1);
 		}
 		while (got < want && r->free != NULL) {
 			void *p = r->free;
@@ -331,7 +337,7 @@ static unsigned flush_locked(struct ta_central_bin *b, unsigned tier, void *cons
 			if (now == 0)
 				now = ta_monotonic_ns();
 			r->empty_ns = now;
-			b->nempty++;
+			nempty_add(b, 1);
 		}
 	}
 	return nothers;
@@ -346,8 +352,13 @@ void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n)
 		pthread_mutex_lock(&b->lock);
 		nothers = flush_locked(b, tier, objs, batch, others);
 		pthread_mutex_unlock(&b->lock);
-		/* Rare: a retag moved their runs to another tier's bin. */
+		/* Rare: a retag moved their runs to another tier's bin. It counted these cached
+		 * objects live in that tier as if in use: they were not. */
 		for (unsigned i = 0; i < nothers; i++) {
+			unsigned moved_to =
+			    __atomic_load_n(&run_of(others[i])->tier, __ATOMIC_ACQUIRE);
+			if (moved_to < arena_count)
+				ta_arena_move_live(moved_to, tier, ta_class_size[cls]);
 			for (;;) {
 				unsigned u =
 				    __atomic_load_n(&run_of(others[i])->tier, __ATOMIC_ACQUIRE);
@@ -593,7 +604,7 @@ int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
 				list_add(bb, r, false);
 				if (empty != 0) {
 					r->empty_ns = empty;
-					bb->nempty++;
+					nempty_add(bb, 1);
 				}
 			}
 			carved += (uint64_t)r->nobj * ta_class_size[cls];
@@ -636,10 +647,11 @@ int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
 	atomic_fetch_add(&a->demotions, 1);
 	pthread_mutex_unlock(&shape_lock);
 	/* Its runs were charged to the old tier when they were cut: that charge moves whole. For
-	 * the statistics, the objects in use were counted live in the old tier and will be freed
-	 * to the new one; those cached by threads are handed out as the new tier's (alloc.c). */
-	uint64_t cached = ta_tcache_cached_in(from, c, TA_CHUNK_SIZE);
-	*live = carved > avail + cached ? carved - avail - cached : 0;
+	 * the statistics, the objects out of their runs were counted live in the old tier and will
+	 * be freed to the new one. Some of them sit in threads' caches instead: each is put right
+	 * when its thread hands it out or flushes it and finds it in the other tier (alloc.c,
+	 * ta_arena_flush). No thread reads another's cache: its owner changes it without a lock. */
+	*live = carved > avail ? carved - avail : 0;
 	return (int64_t)(used - 1 - holes) * (int64_t)TA_PAGE_SIZE;
 }
 

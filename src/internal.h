@@ -315,7 +315,8 @@ static inline int ta_chunk_tier_of(const void *p)
 	uintptr_t a = (uintptr_t)p;
 	if (unlikely(ta_chunk_map == NULL || (a >> TA_ADDR_BITS) != 0))
 		return -1;
-	return (int)ta_chunk_map[a >> TA_CHUNK_SHIFT] - 1;
+	/* A retag changes the byte under our feet: an atomic load (a plain one on x86). */
+	return (int)__atomic_load_n(&ta_chunk_map[a >> TA_CHUNK_SHIFT], __ATOMIC_RELAXED) - 1;
 }
 static inline unsigned ta_chunk_class_of(const void *p)
 {
@@ -477,9 +478,6 @@ bool ta_tcache_stock_refill(struct ta_tcache *tc, unsigned tier, uint64_t need, 
 			    bool force);
 void ta_tcache_stock_trim(struct ta_tcache *tc, unsigned tier);
 void ta_tcache_drain_deferred(struct ta_tcache *tc);
-/* Bytes of the objects in [lo, lo+len) that threads hold in their caches of tier (a racy count:
- * owners push and pop meanwhile). */
-uint64_t ta_tcache_cached_in(unsigned tier, const void *lo, size_t len);
 /* Sum of the live tcaches' counters into per-tier totals. */
 void ta_tcache_sum(int64_t live[TA_MAX_TIERS], uint64_t cnt[TA_MAX_TIERS][3]);
 void ta_tcache_flush_all_mine(void);

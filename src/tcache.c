@@ -196,29 +196,6 @@ void ta_tcache_sum(int64_t live[TA_MAX_TIERS], uint64_t cnt[TA_MAX_TIERS][3])
 	pthread_mutex_unlock(&registry_lock);
 }
 
-uint64_t ta_tcache_cached_in(unsigned tier, const void *lo, size_t len)
-{
-	uint64_t bytes = 0;
-	pthread_mutex_lock(&registry_lock);
-	for (struct ta_tcache *tc = registry; tc != NULL; tc = tc->next) {
-		for (unsigned c = 0; c < TA_NCLASSES; c++) {
-			const struct ta_bin *b = &tc->bins[tier][c];
-			/* The owner pushes and pops meanwhile: read what is there, bounded. */
-			unsigned n = __atomic_load_n(&b->count, __ATOMIC_RELAXED);
-			if (n > b->cap)
-				n = b->cap;
-			for (unsigned i = 0; i < n; i++) {
-				uintptr_t p =
-				    (uintptr_t)__atomic_load_n(&b->slots[i], __ATOMIC_RELAXED);
-				if (p - (uintptr_t)lo < len)
-					bytes += ta_class_size[c];
-			}
-		}
-	}
-	pthread_mutex_unlock(&registry_lock);
-	return bytes;
-}
-
 /* Publish this thread's cached objects and stock (tieralloc_ctl "thread.flush"). */
 void ta_tcache_flush_all_mine(void)
 {
