@@ -5,7 +5,7 @@ unit_tests = \
 	tests/unit/test_env tests/unit/test_topo tests/unit/test_sizeclass tests/unit/test_boot \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
-	tests/unit/test_keep tests/unit/test_decay
+	tests/unit/test_keep tests/unit/test_decay tests/unit/test_stress
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -84,3 +84,8 @@ tests_unit_test_decay_SOURCES = tests/unit/test_decay.c tests/lib/test.h
 tests_unit_test_decay_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_decay_CFLAGS = $(unit_cflags)
 tests_unit_test_decay_LDADD = $(unit_ldadd)
+
+tests_unit_test_stress_SOURCES = tests/unit/test_stress.c tests/lib/test.h
+tests_unit_test_stress_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_stress_CFLAGS = $(unit_cflags)
+tests_unit_test_stress_LDADD = $(unit_ldadd)
