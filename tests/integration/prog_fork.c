@@ -6,7 +6,11 @@
  * allocates, starts and joins a thread of its own, and ends with exit() (destructors run),
  * _exit() or exec() of this program (a fresh preloaded process), in turn. A deadlock in the child
  * shows up as a hang (make check's timeout), corruption as a failed check.
+ * With PROG_FORK_TIER0 set, every fourth block of the workers is asked of tier 0 explicitly
+ * (tieralloc_malloc_tier, found with dlsym), whatever its limits: a test with a small tier-0 share
+ * (test_quota_fork_stress.sh) gets enforcement demoting while threads fork.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,6 +32,7 @@ struct slot {
 };
 
 static atomic_bool stop;
+static void *(*malloc_tier0)(int tier, size_t n); /* PROG_FORK_TIER0: tieralloc_malloc_tier */
 
 /* Allocate, check and free until told to stop. */
 static void *worker(void *arg)
@@ -45,7 +50,8 @@ static void *worker(void *arg)
 		} else {
 			s->n = prog_size(&rng, 128 * 1024);
 			s->seed = prog_rand(&rng);
-			s->p = malloc(s->n);
+			s->p = malloc_tier0 != NULL && ops % 4 == 0 ? malloc_tier0(0, s->n)
+								    : malloc(s->n);
 			REQUIRE(s->p != NULL, "malloc(%zu)", s->n);
 			prog_fill_ends(s->p, s->n, s->seed);
 		}
@@ -126,6 +132,8 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "exec-child") == 0)
 		return exec_child();
 	prog_expect_preload();
+	if (getenv("PROG_FORK_TIER0") != NULL)
+		malloc_tier0 = (void *(*)(int, size_t))dlsym(RTLD_DEFAULT, "tieralloc_malloc_tier");
 
 	pthread_t workers[NWORKERS];
 	for (uintptr_t i = 0; i < NWORKERS; i++)

@@ -9,6 +9,7 @@
 #                          unfinished, symlink, other tiers): one warning, local accounting
 #   test_quota_owner.sh    a segment owned by another user: each user gets a segment of its own
 #                          name, a squatter's file at that name is removed (root only, else 77)
+#   test_quota_fork_stress.sh  fork from threads under tight quotas, inline and deferred
 #   test_quota_hostile.sh  unfinished segments made again; wrapped counters and a stale reclaim
 #                          marker repaired; header rewrites and truncation under a live process
 #   test_quota_full.sh     every tier at its max: TIERALLOC_ON_FULL=enomem, lowest (default)
@@ -25,7 +26,7 @@ EXTRA_DIST += tests/quota/lib.sh tests/quota/test_quota_share.sh \
 	tests/quota/test_quota_bad.sh tests/quota/test_quota_owner.sh \
 	tests/quota/test_quota_full.sh tests/quota/test_quota_limits.sh \
 	tests/quota/test_quota_enforce.sh tests/quota/test_quota_hostile.sh \
-	tests/quota/test_stat_hostile.sh
+	tests/quota/test_stat_hostile.sh tests/quota/test_quota_fork_stress.sh
 
 check_PROGRAMS += tests/quota/shm_peek tests/quota/shm_forge tests/quota/quota_hog
 
@@ -47,6 +48,7 @@ TESTS += tests/quota/test_quota_share.sh tests/quota/test_quota_reclaim.sh \
 	tests/quota/test_quota_fork.sh tests/quota/test_quota_bad.sh \
 	tests/quota/test_quota_owner.sh tests/quota/test_quota_full.sh \
 	tests/quota/test_quota_limits.sh \
-	tests/quota/test_quota_enforce.sh tests/quota/test_quota_hostile.sh
+	tests/quota/test_quota_enforce.sh tests/quota/test_quota_hostile.sh \
+	tests/quota/test_quota_fork_stress.sh
 endif
 TESTS += tests/quota/test_stat_hostile.sh
