@@ -17,8 +17,11 @@ GUEST_AGENT = --include $(abs_top_builddir)/bpf/tierallocd
 endif
 
 GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
+# The guest kernel: 6.1 (Debian 12's default), 6.12 (Debian 12's linux-image-6.12-amd64), or a
+# linux-image-* package name (tests/vm/README.md); `make check-guest GUEST_KERNEL=6.12`.
+GUEST_KERNEL = 6.1
 check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat $(sbin_PROGRAMS)
-	$(GUEST_RUN) --timeout 900 --with-python3 --module zram \
+	$(GUEST_RUN) --kernel $(GUEST_KERNEL) --timeout 900 --with-python3 --module zram \
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
 		--include $(abs_top_builddir)/tests/guest/placement \
