@@ -37,7 +37,7 @@ W=/tmp/agent
 failed=0
 
 if [ ! -x "$AGENT" ]; then
-	echo "agent: not built here (no clang, bpftool or libbpf at configure time): skipped"
+	echo "SKIP agent: tierallocd was not built (no clang, bpftool or libbpf at configure time)"
 	exit 0
 fi
 rm -rf $W
@@ -100,7 +100,8 @@ wait $idle 2>/dev/null
 
 # ------------------------------------------------------------- agent.attribution
 if ! head -1 $W/agent.out | grep -q "migrate_pages() arguments"; then
-	echo "agent.attribution: no kprobe on this kernel, so the task's cgroup is used: skipped"
+	echo "SKIP agent.attribution: kernel $(uname -r) lets the agent attach no kprobe to" \
+		"migrate_pages(), so it counts the migrating task's cgroup"
 else
 	cg_new ta-a max
 	a=$cg
