@@ -641,8 +641,11 @@ static char shm_name_var[96];
 int main(int argc, char **argv)
 {
 	(void)argc;
-	snprintf(shm_name_var, sizeof(shm_name_var),
-		 "TIERALLOC_SHM_NAME=/tieralloc-v1-unit-agent-%d", (int)getpid());
+	/* Not "tieralloc-...": a real tierallocd running meanwhile (tests/bpf/test_agent.sh, in the
+	 * same make check -j) writes into every segment so named, and test_worker_alarm needs a
+	 * segment no agent ever wrote. */
+	snprintf(shm_name_var, sizeof(shm_name_var), "TIERALLOC_SHM_NAME=/ta-unit-agent-%d",
+		 (int)getpid());
 	const char *const env[] = { shm_name_var, "TIERALLOC_ENFORCE=off",
 				    "TIERALLOC_PROMOTION=never", NULL };
 	test_reexec_with_env(argv, env);
