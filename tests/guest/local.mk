@@ -26,7 +26,7 @@ GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
 GUEST_KERNEL = 6.1
 check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat $(sbin_PROGRAMS)
 	$(GUEST_RUN) --kernel $(GUEST_KERNEL) --env GUEST_KERNEL=$(GUEST_KERNEL) \
-		--timeout 900 --with-python3 --module zram \
+		--timeout 1800 --with-python3 --module zram \
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
 		--include $(abs_top_builddir)/tests/guest/placement \
