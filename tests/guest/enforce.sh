@@ -71,9 +71,11 @@ converge() {
 	worst_after=0
 	deadline=$((t0 + GUARD_S * 100))
 	settle_end=
+	lowest=$before
 	while :; do
 		t=$(now_cs)
 		v=$(n0 "$cg")
+		[ "$v" -lt "$lowest" ] && lowest=$v
 		if [ -z "$converged" ] && [ "$v" -le "$target" ]; then
 			converged=$((t - t0))
 			settle_end=$((t + 300))
@@ -91,6 +93,7 @@ converge() {
 	verify=$REPLY
 	demoted=$(peek_tier "$seg" 0 demoted)
 	stat_json=$("$STAT" --json 2>&1)
+	[ -z "$converged" ] && "$STAT" --name "/$seg" | sed 's/^/   /'
 	work_quit "$1"
 	hot_n1=$(kv "$where1" hot_n1)
 	hot_all=$(($(kv "$where1" hot_n0) + hot_n1))
@@ -100,7 +103,8 @@ converge() {
 	echo "   placement before: $where0"
 	echo "   placement after:  $where1"
 	if [ -z "$converged" ]; then
-		fail $test "node 0 still at $(mib "$(n0 "$cg")") after ${GUARD_S}s (share $(mib "$target"))"
+		fail $test "node 0 still at $((v / 1024)) KiB after ${GUARD_S}s, $((lowest / 1024)) KiB" \
+			"at the lowest (share $((target / 1024)) KiB)"
 	else
 		echo "   converged in $((converged / 100)).$((converged % 100 / 10))s; excess when" \
 			"the limit dropped $(mib $excess0); largest excess in the 3 s after:" \
