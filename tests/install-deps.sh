@@ -17,5 +17,6 @@ apt-get install -y -q --no-install-recommends \
 	libmemkind-dev libnuma-dev numactl libjemalloc-dev libjemalloc2 \
 	clang bpftool libbpf-dev \
 	git sqlite3 perl python3 g++ clang-format gdb ca-certificates
-# guest: QEMU (TCG), busybox for the initramfs, cpio; the Debian kernel is fetched on first use
+# guest: QEMU (TCG), busybox for the initramfs, cpio; the Debian kernels (6.1 and 6.12) are fetched
+# on first use
 "$(dirname "${BASH_SOURCE[0]}")/vm/install-deps.sh"

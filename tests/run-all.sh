@@ -4,7 +4,8 @@
 #   1. release build with -Werror: make check (unit + integration tests under the preload)
 #   2. unit tests under ASan + UBSan, then under TSan (separate builds; no preload tests there)
 #   3. style: clang-format check of every tracked C file
-#   4. guest tests: a QEMU guest with a CPU-less NUMA node and cgroup v2 (make check-guest)
+#   4. guest tests: a QEMU guest with a CPU-less NUMA node and cgroup v2 (make check-guest), once
+#      with each guest kernel: Debian 12's 6.1 and 6.12 (TIERALLOC_GUEST_KERNELS="6.1 6.12")
 # Builds go to _build/<name> (VPATH). Ends with one line "N passed, N failed[, N skipped]" and exits
 # non-zero on any failure. Under CI=true a suite that cannot run counts as failed, never skipped.
 set -u
@@ -105,33 +106,44 @@ else
 	fail "clang-format: $bad place(s); run 'make format'"
 fi
 
-if [ -d "$top/_build/default" ] && [ -f "$top/_build/default/Makefile" ]; then
-	echo "=== guest tests"
-	out="$top/_build/default/check-guest.out"
+# guest_suite KERNEL: the runner's self-test and make check-guest on that guest kernel; every
+# PASS/FAIL/SKIP line is shown with the kernel's name, and counted.
+guest_suite() {
+	local k=$1 out="$top/_build/default/check-guest-$1.out" rc rc1 gp gf gs t0
+	echo "=== guest tests, kernel $k"
+	t0=$(date +%s)
 	# The runner's own self-test first (one boot): a broken runner should say so as such.
-	tests/vm/selftest.sh --quick >"$out.selftest" 2>&1
+	tests/vm/selftest.sh --quick --kernel "$k" >"$out.selftest" 2>&1
 	rc1=$?
 	grep -v 'passed, .* failed$' "$out.selftest" >"$out"
-	make -C "$top/_build/default" check-guest >>"$out" 2>&1
+	make -C "$top/_build/default" check-guest GUEST_KERNEL="$k" >>"$out" 2>&1
 	rc=$?
 	[ "$rc1" -ne 0 ] && rc=$rc1
-	grep -E '^(PASS|FAIL|SKIP)|error' "$out"
+	grep -E '^(PASS|FAIL|SKIP)|error' "$out" | sed -E "s/^(PASS|FAIL|SKIP)/\1 [kernel $k]/"
 	gp=$(grep -c '^PASS' "$out" || true)
 	gf=$(grep -c '^FAIL' "$out" || true)
 	gs=$(grep -c '^SKIP' "$out" || true)
 	passed=$((passed + gp))
 	failed=$((failed + gf))
-	[ "$gf" -gt 0 ] && failures+=("guest: $gf test(s)")
+	[ "$gf" -gt 0 ] && failures+=("guest, kernel $k: $gf test(s)")
 	if [ "${CI:-}" = true ]; then
 		failed=$((failed + gs))
-		[ "$gs" -gt 0 ] && failures+=("guest: $gs skipped under CI")
+		[ "$gs" -gt 0 ] && failures+=("guest, kernel $k: $gs skipped under CI")
 	else
 		skipped=$((skipped + gs))
 	fi
 	if [ "$rc" -ne 0 ] && [ "$gf" = 0 ]; then
-		fail "guest suite exited $rc"
+		fail "guest suite on kernel $k exited $rc"
 	fi
-	[ $((gp + gf + gs)) -gt 0 ] || fail "guest: no test ran"
+	[ $((gp + gf + gs)) -gt 0 ] || fail "guest, kernel $k: no test ran"
+	echo "=== guest tests, kernel $k: $gp passed, $gf failed, $gs skipped in $(($(date +%s) - t0)) s"
+}
+
+# Both of Debian 12's kernels (tests/vm/README.md): 6.1, its default, and 6.12, which has DAMON.
+if [ -d "$top/_build/default" ] && [ -f "$top/_build/default/Makefile" ]; then
+	for k in ${TIERALLOC_GUEST_KERNELS:-6.1 6.12}; do
+		guest_suite "$k"
+	done
 fi
 
 echo

@@ -1,13 +1,20 @@
 # SPDX-License-Identifier: MIT
 # Helpers of the guest test scripts (quota.sh, enforce.sh, agent.sh), sourced by busybox sh after
 # they set B (the build directory), $failed and $W (their scratch directory). The programs they
-# share are named here; settle_n0 uses $CONVERGE_S (20 s unless the script says otherwise).
+# share are named here.
+# Timing (issue 12 item 15): every test holds on a host at a load average of 12 on 2 cores,
+# where the emulated guest runs several times slower. A test waits for the outcome it checks,
+# for at most GUARD_S seconds (300): a guard against a hang, not a deadline; how long it took is
+# printed, and only a check that the outcome never came fails. Times belong in the output or in
+# a benchmark, never in a pass/fail threshold tighter than the scenario's own length. (At a load
+# of 15, demoting 20 MiB of 1 MiB blocks took up to 111 s instead of 2-4 s: every page moved
+# needs a TLB-flush IPI answered by the other vCPU, whose thread the host seldom runs.)
 PRELOAD=$B/preload/.libs/libtieralloc-preload.so
 WORK=$B/tests/guest/enforce_work
 PEEK=$B/tests/quota/shm_peek
 STAT=$B/tools/tieralloc-stat
 M=1048576
-: "${CONVERGE_S:=20}"
+: "${GUARD_S:=300}"
 
 pass() { echo "PASS $1"; }
 fail() {
@@ -108,10 +115,27 @@ work_quit() {
 # pct PART WHOLE: PART as a percentage of WHOLE, one decimal.
 pct() { awk -v p="$1" -v w="$2" 'BEGIN { printf "%.1f", w ? 100 * p / w : 0 }'; }
 
-# settle_n0 CGROUP TARGET: wait (up to CONVERGE_S) for node 0 to be within TARGET.
-settle_n0() {
-	end=$(($(now_cs) + CONVERGE_S * 100))
-	while [ "$(n0 "$1")" -gt "$2" ] && [ "$(now_cs)" -lt $end ]; do
+# until_true CMD [ARGS...]: run CMD every 0.1 s until it succeeds, for at most GUARD_S seconds;
+# 1 if it never did. How long it took, in hundredths of a second, is left in $took_cs.
+until_true() {
+	_t0=$(now_cs)
+	while ! "$@"; do
+		if [ $(($(now_cs) - _t0)) -ge $((GUARD_S * 100)) ]; then
+			took_cs=$(($(now_cs) - _t0))
+			return 1
+		fi
 		sleep 0.1
 	done
+	took_cs=$(($(now_cs) - _t0))
 }
+
+# secs CS: hundredths of a second as seconds with one decimal.
+secs() { echo "$(($1 / 100)).$(($1 % 100 / 10))"; }
+
+# n0_within CGROUP TARGET: node 0 is at or below TARGET; n0_above CGROUP LEVEL: above LEVEL.
+n0_within() { [ "$(n0 "$1")" -le "$2" ]; }
+n0_above() { [ "$(n0 "$1")" -gt "$2" ]; }
+
+# settle_n0 CGROUP TARGET: wait (GUARD_S at most) for node 0 to be within TARGET; 1 if it never
+# was. The time it took is in $took_cs.
+settle_n0() { until_true n0_within "$1" "$2"; }

@@ -8,22 +8,31 @@ tests_guest_enforce_work_SOURCES = tests/guest/enforce_work.c tests/lib/size_arg
 tests_guest_enforce_work_LDADD = -lpthread $(DL_LIBS)
 check_PROGRAMS += tests/guest/promote_work
 tests_guest_promote_work_SOURCES = tests/guest/promote_work.c
+# Which sources of access information the guest kernel offers (sources.sh).
+check_PROGRAMS += tests/guest/access_sources
+tests_guest_access_sources_SOURCES = tests/guest/access_sources.c
+tests_guest_access_sources_LDADD = -lpthread
 EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests/guest/enforce.sh \
-	tests/guest/agent.sh tests/guest/footprint.sh
+	tests/guest/agent.sh tests/guest/footprint.sh tests/guest/sources.sh
 
-# The agent goes into the guest when it was built (its test says "skipped" otherwise).
+# The agent goes into the guest when it was built (its test says SKIP otherwise).
 if HAVE_BPF
 GUEST_AGENT = --include $(abs_top_builddir)/bpf/tierallocd
 endif
 
 GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
+# The guest kernel: 6.1 (Debian 12's default), 6.12 (Debian 12's linux-image-6.12-amd64), or a
+# linux-image-* package name (tests/vm/README.md); `make check-guest GUEST_KERNEL=6.12`.
+GUEST_KERNEL = 6.1
 check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat $(sbin_PROGRAMS)
-	$(GUEST_RUN) --timeout 900 --with-python3 --module zram \
+	$(GUEST_RUN) --kernel $(GUEST_KERNEL) --env GUEST_KERNEL=$(GUEST_KERNEL) \
+		--timeout 1800 --with-python3 --module zram \
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
 		--include $(abs_top_builddir)/tests/guest/placement \
 		--include $(abs_top_builddir)/tests/guest/enforce_work \
 		--include $(abs_top_builddir)/tests/guest/promote_work $(GUEST_AGENT) \
+		--include $(abs_top_builddir)/tests/guest/access_sources \
 		--include $(abs_top_builddir)/tests/quota/quota_hog \
 		--include $(abs_top_builddir)/bench/footprint-work \
 		--include $(abs_top_builddir)/tests/quota/shm_peek \
@@ -33,6 +42,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat $(sbin_PR
 		--include $(abs_top_srcdir)/tests/guest/enforce.sh \
 		--include $(abs_top_srcdir)/tests/guest/agent.sh \
 		--include $(abs_top_srcdir)/tests/guest/footprint.sh \
+		--include $(abs_top_srcdir)/tests/guest/sources.sh \
 		--include $(abs_top_srcdir)/tests/guest/suite.sh -- \
 		$(abs_top_srcdir)/tests/guest/suite.sh $(abs_top_builddir) $(abs_top_srcdir)
 .PHONY: check-guest

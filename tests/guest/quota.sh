@@ -20,7 +20,7 @@
 # for tier 0's kind and ~18 MiB more for tier 1's) is charged to no tier, but the kernel counts
 # it, and steering counts what the kernel sees beyond the charges (issue 5): so the cgroup's whole
 # N0, not the blocks' growth, is held at the tier-0 max. The report shows both. After the
-# workload's last block, the check waits (up to SETTLE_S) for enforcement to take back what
+# workload's last block, the check waits (GUARD_S at most) for enforcement to take back what
 # steering placed on a reading a period old. TOL = 16 MiB: the kernel also counts what is not a
 # block (chunk headers, memkind's metadata as its arenas grow, stacks), and a tier's charge stops
 # short of its max by the threads' unused stock (< 2 x 264 KiB here).
@@ -35,7 +35,6 @@ TOL=$((16 * M))
 # memkind kinds are set up, see above): without it the kernel's OOM killer ends the workload.
 CGMAX=384
 WORK_MIB=288
-SETTLE_S=10
 failed=0
 
 rm -rf $W
@@ -201,14 +200,10 @@ hog_quit spl
 rm -f "/dev/shm/$seg"
 rmdir $cg
 
-# settle CGROUP MAX0: wait up to SETTLE_S for the cgroup's N0 to come within TOL/2 of MAX0.
-settle() {
-	tries=$((SETTLE_S * 10))
-	while [ "$(anon "$1" | cut -d' ' -f1)" -gt $(($2 + TOL / 2)) ] && [ $tries -gt 0 ]; do
-		sleep 0.1
-		tries=$((tries - 1))
-	done
-}
+# settle CGROUP MAX0: wait (GUARD_S at most: a guard, lib.sh) for the cgroup's N0 to come within
+# TOL/2 of MAX0; the check that follows says whether it did.
+n0_anon_near() { [ "$(anon "$1" | cut -d' ' -f1)" -le $(($2 + TOL / 2)) ]; }
+settle() { until_true n0_anon_near "$1" "$2"; }
 
 # ---------------------------------------------------------------- quota.residency
 cg_new tq-resid ${CGMAX}M

@@ -12,6 +12,17 @@ kib() { echo $(($1 / 1024)); }
 
 echo "guest: $(uname -r), nodes: $(cat /sys/devices/system/node/has_memory)," \
 	"cpus of node 1: '$(cat /sys/devices/system/node/node1/cpulist)'"
+# 0. The kernel asked for (make check-guest GUEST_KERNEL=...) is the one running, and the sources
+# of access information it offers are the ones expected of it.
+case ${GUEST_KERNEL:-} in
+6.1 | 6.12)
+	case $(uname -r) in
+	"$GUEST_KERNEL".*) pass "guest.kernel_is_$GUEST_KERNEL" ;;
+	*) fail "guest.kernel_is_$GUEST_KERNEL" "booted $(uname -r)" ;;
+	esac
+	;;
+esac
+sh "$S/tests/guest/sources.sh" "$B" "$S" || failed=1
 
 # 1-3. Discovery, page-by-page placement per tier and size, explicit requests, steering.
 "$B/tests/guest/placement" || failed=1

@@ -69,6 +69,8 @@ hog_start()
 	# Held open for reading and writing: the hog's open of the FIFO never blocks, and it sees
 	# no end of file between commands.
 	exec {fd}<>"$TA_WORK/$name.in"
+	# (made here, so that a wait that starts before the hog's shell opened it finds it)
+	: >"$TA_WORK/$name.out"
 	env "$@" LD_PRELOAD="$TA_TEST_PRELOAD" "$HOG_BIN" <"$TA_WORK/$name.in" \
 		>"$TA_WORK/$name.out" 2>"$TA_WORK/$name.err" &
 	HOG_PID[$name]=$!

@@ -13,9 +13,11 @@
 # --help for the options, and see tests/vm/README.md.
 #
 # How it works:
-# - Kernel: Debian's own linux-image package (the one linux-image-amd64
-#   depends on), fetched once with apt-get download and unpacked with
-#   dpkg-deb into the cache. The bzImage is decompressed once to a plain
+# - Kernel: Debian's own linux-image package (by default the one
+#   linux-image-amd64 depends on, Debian 12's 6.1; --kernel 6.12 picks the
+#   6.12 that linux-image-6.12-amd64 depends on, in its -unsigned build),
+#   fetched once with apt-get download and unpacked with dpkg-deb into the
+#   cache, one directory per package. The bzImage is decompressed once to a plain
 #   vmlinux, which QEMU boots through its PVH entry point: decompressing the
 #   kernel under TCG costs about 3.5 s of every boot otherwise.
 # - initramfs: uncompressed cpio archives concatenated (the kernel unpacks
@@ -73,6 +75,10 @@ options:
   --env NAME=VALUE    export NAME=VALUE to the script; repeatable
   --cwd DIR           directory to run the script in (default: the current
                       directory if it exists in the guest, else /)
+  --kernel K          the guest kernel: 6.1 (default: Debian 12's
+                      linux-image-amd64), 6.12 (Debian 12's linux-image-6.12-
+                      amd64, unsigned build), or a linux-image-* package name;
+                      each is fetched once and cached apart
   --module NAME       load kernel module NAME (and its dependencies) before
                       the script; repeatable
   --append ARGS       extra kernel command line arguments
@@ -86,6 +92,7 @@ options:
 environment:
   TIERALLOC_VM_CACHE  cache directory (default $HOME/.cache/tieralloc-vm)
   TIERALLOC_VM_QEMU   QEMU binary (default qemu-system-x86_64)
+  TIERALLOC_VM_KERNEL default for --kernel (default 6.1)
 
 exit status: the script's; 2 if the guest could not run or died (one line on
 stderr says why); 124 if the script did not finish within --timeout.
@@ -150,6 +157,7 @@ console_file=
 with_python=0
 use_bzimage=0
 prepare_only=0
+kernel_spec=${TIERALLOC_VM_KERNEL:-6.1}
 
 need_arg()
 {
@@ -195,6 +203,11 @@ while [[ $# -gt 0 ]]; do
 	--cwd)
 		need_arg "$1" $#
 		cwd=$2
+		shift 2
+		;;
+	--kernel)
+		need_arg "$1" $#
+		kernel_spec=$2
 		shift 2
 		;;
 	--module)
@@ -259,6 +272,10 @@ script_args=("$@")
 
 [[ $cpus =~ ^[1-9][0-9]*$ && $cpus -le 64 ]] || usage_error "--cpus wants 1..64, not '$cpus'"
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || usage_error "--timeout wants a number of seconds, not '$timeout_s'"
+case $kernel_spec in
+6.1 | 6.12 | linux-image-[0-9]*) ;;
+*) usage_error "--kernel wants 6.1, 6.12 or a linux-image-<version>-* package name, not '$kernel_spec'" ;;
+esac
 for e in "${envs[@]}"; do
 	[[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage_error "--env wants NAME=VALUE, not '$e'"
 done
@@ -338,11 +355,38 @@ decompress_kernel()
 	return 1
 }
 
+# kernel_package: print the linux-image package that --kernel names (a
+# local apt-cache lookup; run apt-get update when it finds nothing).
+kernel_package()
+{
+	local meta suffix='' pkg
+	case $kernel_spec in
+	6.1) meta=linux-image-amd64 ;;
+	# The signed package holds the same kernel with a signature
+	# (and depends on the unsigned one's modules); the unsigned one
+	# is the kernel alone.
+	6.12) meta=linux-image-6.12-amd64 suffix=-unsigned ;;
+	*)
+		echo "$kernel_spec"
+		return
+		;;
+	esac
+	pkg=$(apt-cache depends "$meta" 2>/dev/null |
+		sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n 1)
+	[[ -n $pkg ]] ||
+		cannot_run "cannot resolve kernel $kernel_spec: apt-cache depends $meta names no linux-image package (run apt-get update)"
+	echo "$pkg$suffix"
+}
+
 # prepare_kernel: set KDIR to a cache directory holding vmlinuz, vmlinux (if
 # it could be extracted), config, kver and modules/ (with modules.dep).
+# $CACHE/kernel/current points at the default (6.1) kernel's directory,
+# current-<spec> at another's, so that a cached kernel is used without asking
+# apt; remove the link to pick up a newer Debian kernel.
 prepare_kernel()
 {
 	local current=$CACHE/kernel/current pkg ver dest tmp deb vmlinuz kver moddir
+	[[ $kernel_spec == 6.1 ]] || current=$CACHE/kernel/current-$kernel_spec
 	if [[ -f $current/ok ]]; then
 		KDIR=$(cd "$current" && pwd -P)
 		return
@@ -351,12 +395,11 @@ prepare_kernel()
 		command -v "$tool" >/dev/null ||
 			cannot_run "no $tool on this host: cannot fetch the Debian kernel"
 	done
-	pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
-		sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*\)$/\1/p' | head -n 1)
-	[[ -n $pkg ]] ||
-		cannot_run "cannot resolve the kernel: apt-cache depends linux-image-amd64 names no linux-image package (run apt-get update)"
+	pkg=$(kernel_package) || exit $?
 	ver=$(apt-cache policy "$pkg" 2>/dev/null | sed -n 's/^ *Candidate: //p')
-	dest=$CACHE/kernel/${pkg}_${ver:-unknown}
+	[[ -n $ver && $ver != '(none)' ]] ||
+		cannot_run "kernel package $pkg has no candidate version (apt-cache policy $pkg; run apt-get update)"
+	dest=$CACHE/kernel/${pkg}_${ver}
 	if [[ ! -f $dest/ok ]]; then
 		echo "$PROG: fetching kernel package $pkg $ver into $CACHE (once)" >&2
 		rm -rf "$dest"
@@ -396,8 +439,8 @@ prepare_kernel()
 		mv -T "$tmp/k" "$dest"
 		rm -rf "$tmp"
 	fi
-	ln -sfn "$(basename "$dest")" "$CACHE/kernel/current.new"
-	mv -T "$CACHE/kernel/current.new" "$current"
+	ln -sfn "$(basename "$dest")" "$current.new"
+	mv -T "$current.new" "$current"
 	KDIR=$dest
 }
 
@@ -465,7 +508,7 @@ resolve_modules()
 	}
 	for m in "${modules[@]}"; do
 		local name=${m//-/_} ko
-		ko=$(awk -F: -v n="$name" '{ b = $1; sub(/.*\//, "", b); sub(/\.ko$/, "", b);
+		ko=$(awk -F: -v n="$name" '{ b = $1; sub(/.*\//, "", b); sub(/\.ko(\.(xz|zst|gz))?$/, "", b);
 			gsub(/-/, "_", b); if (b == n) { print $1; exit } }' "$dep")
 		if [[ -z $ko ]]; then
 			if grep -q "/${m//-/[-_]}\.ko\$" "$KDIR/modules/modules.builtin" 2>/dev/null; then
@@ -532,10 +575,19 @@ base_layer()
 		printf 'root:x:0:\nnogroup:x:65534:\n' >"$stage/etc/group"
 		printf '127.0.0.1 localhost\n::1 localhost\n' >"$stage/etc/hosts"
 		: >"$stage/tieralloc-vm/modules"
+		# Modules go in uncompressed (6.12's are .ko.xz): busybox insmod
+		# hands the file to the kernel as it is.
 		for m in "${mods[@]}"; do
+			local ko=${m%.xz} unzip=cat
+			case $m in
+			*.ko.xz) unzip="xz -dc" ;;
+			*.ko.zst) unzip="zstd -dcq" ko=${m%.zst} ;;
+			*.ko.gz) unzip="gzip -dc" ko=${m%.gz} ;;
+			esac
 			mkdir -p "$stage/lib/modules/$kver/$(dirname "$m")"
-			cp "$KDIR/modules/$m" "$stage/lib/modules/$kver/$m"
-			echo "/lib/modules/$kver/$m" >>"$stage/tieralloc-vm/modules"
+			$unzip <"$KDIR/modules/$m" >"$stage/lib/modules/$kver/$ko" ||
+				cannot_run "cannot unpack module $m ($unzip)"
+			echo "/lib/modules/$kver/$ko" >>"$stage/tieralloc-vm/modules"
 		done
 		(cd "$stage" && find . -mindepth 1 | sed 's|^\./||' |
 			cpio -o -H newc -R 0:0 --quiet) >"$out.tmp" ||
@@ -809,13 +861,16 @@ done
 : >"$RUN/output.log"
 : >"$RUN/status.log"
 # TCG, not KVM: a KVM guest hangs at boot on the development host.
+# no_timer_check: the kernel checks at boot that the timer interrupt arrives through the IO-APIC
+# within a few busy-wait loops; on a loaded host the emulated CPU is too slow for that, and the
+# guest panicked ("IO-APIC + timer doesn't work!") at a load average of 15.
 # -nodefaults: no NIC (its option ROM costs boot time), VGA or monitor; the
 # three serial ports are all the I/O there is. QEMU's stdin is /dev/null, so
 # the caller's terminal is never touched.
 qemu_cmd=(
 	"$QEMU" -accel tcg -cpu max -smp "$cpus" -m "${total}M" "${numa[@]}"
 	-kernel "$kernel" -initrd "$RUN/initrd.cpio"
-	-append "console=ttyS0 quiet panic=-1 rdinit=/init $append"
+	-append "console=ttyS0 quiet panic=-1 no_timer_check rdinit=/init $append"
 	-nographic -nodefaults -no-reboot -monitor none
 	-chardev "file,id=s0,path=$RUN/console.log" -serial chardev:s0
 	-chardev "file,id=s1,path=$RUN/output.log" -serial chardev:s1

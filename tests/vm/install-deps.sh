@@ -8,7 +8,7 @@
 #
 #   tests/vm/install-deps.sh [--prefetch]
 #
-# --prefetch also fetches the kernel and builds the cached initramfs layers
+# --prefetch also fetches the kernels (6.1 and 6.12) and builds the cached initramfs layers
 # (guest-run.sh --prepare), so that the first test run does not pay for it.
 
 set -euo pipefail
@@ -20,7 +20,8 @@ set -euo pipefail
 #                    the depmod that builds modules.dep for --module
 #   cpio             packs the initramfs layers
 #   xz-utils         decompresses Debian's bzImage (xz) into a vmlinux that
-#                    QEMU boots directly (saves ~3.5 s per boot under TCG)
+#                    QEMU boots directly (saves ~3.5 s per boot under TCG),
+#                    and 6.12's modules (.ko.xz) for --module
 #   perl-base        finds ELF files among --include'd files (Essential, but
 #                    named here so that nothing is assumed)
 #   util-linux       flock, to share the cache between parallel runs
@@ -64,11 +65,17 @@ else
 	echo "install-deps: all packages present: ${packages[*]}" >&2
 fi
 
-# guest-run.sh resolves the kernel with apt-cache: it needs package lists.
-if ! apt-cache depends linux-image-amd64 2>/dev/null | grep -q 'Depends: linux-image-[0-9]'; then
-	"${sudo[@]}" apt-get update -q
-fi
+# guest-run.sh resolves the kernels with apt-cache: it needs package lists (6.1 from bookworm,
+# 6.12 from bookworm-security).
+for meta in linux-image-amd64 linux-image-6.12-amd64; do
+	if ! apt-cache depends "$meta" 2>/dev/null | grep -q 'Depends: linux-image-[0-9]'; then
+		"${sudo[@]}" apt-get update -q
+		break
+	fi
+done
 
 if [[ $prefetch == 1 ]]; then
-	"$(dirname "${BASH_SOURCE[0]}")/guest-run.sh" --prepare
+	for k in 6.1 6.12; do
+		"$(dirname "${BASH_SOURCE[0]}")/guest-run.sh" --prepare --kernel "$k"
+	done
 fi

@@ -132,6 +132,21 @@ check proc_mounted mounted /proc proc
 check dev_devtmpfs mounted /dev devtmpfs
 check running_as_root test "$(id -u)" = 0
 
+# --- the kernel and its modules ---
+# SELFTEST_KERNEL: the --kernel the host asked for; 6.1 and 6.12 name a release.
+case ${SELFTEST_KERNEL:-} in
+6.1 | 6.12)
+	case $(uname -r) in
+	"$SELFTEST_KERNEL".*) pass "kernel_is_$SELFTEST_KERNEL" ;;
+	*) fail "kernel_is_$SELFTEST_KERNEL" "booted $(uname -r)" ;;
+	esac
+	;;
+esac
+if [ -n "${SELFTEST_KERNEL:-}" ]; then
+	# The host asked for --module zram: loaded (with its dependencies), device there.
+	check module_zram_loaded test -e /sys/block/zram0
+fi
+
 # --- what the host passed in ---
 if [ $# -gt 0 ]; then
 	if [ "$#" = 3 ] && [ "$1" = "a b" ] && [ "$2" = "it's" ] && [ "$3" = '$HOME "*"' ]; then

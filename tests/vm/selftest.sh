@@ -6,18 +6,38 @@
 # memory.reclaim and memory.numa_stat, BTF, tracefs, ...) and that it hands
 # back output and exit status, and reports panics and hangs.
 #
-#   tests/vm/selftest.sh [--quick]
+#   tests/vm/selftest.sh [--quick] [--kernel K]
 #
 # Prints "PASS name" / "FAIL name: why" lines, the time each guest run took,
 # and "N passed, N failed"; exits 0 only if everything passed. --quick runs
-# only the main guest (one boot) instead of five.
+# only the main guest (one boot) instead of five. --kernel K (6.1, 6.12 or a
+# package name; default $TIERALLOC_VM_KERNEL or 6.1) is the guest kernel of
+# every run, and the main guest checks that it booted that one.
 
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 GR=$HERE/guest-run.sh
 quick=0
-[[ ${1:-} == --quick ]] && quick=1
+kernel=${TIERALLOC_VM_KERNEL:-6.1}
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--quick) quick=1 ;;
+	--kernel)
+		[[ $# -ge 2 ]] || { echo "usage: $0 [--quick] [--kernel K]" >&2; exit 2; }
+		kernel=$2
+		shift
+		;;
+	*)
+		echo "usage: $0 [--quick] [--kernel K]" >&2
+		exit 2
+		;;
+	esac
+	shift
+done
+# Every guest-run.sh below boots this kernel.
+export TIERALLOC_VM_KERNEL=$kernel
+echo "# kernel $kernel"
 
 passed=0
 failed=0
@@ -71,8 +91,10 @@ mkdir -p "$inc"
 echo included >"$inc/data.txt"
 cp "$(command -v ls)" "$inc/host-ls"
 
-# 1. Default topology, every guest check, args/env/cwd/include, exit 3.
+# 1. Default topology, every guest check, args/env/cwd/include, a module
+# (6.12's come compressed), the kernel asked for, exit 3.
 guest main 3 --include "$inc" --env "SELFTEST_ENV=x y'z" --env "SELFTEST_DIR=$inc" \
+	--env "SELFTEST_KERNEL=$kernel" --module zram \
 	--cwd "$inc" -- "$HERE/selftest-guest.sh" 2 3 1024 1024 -- "a b" "it's" '$HOME "*"'
 
 if [[ $quick == 0 ]]; then
