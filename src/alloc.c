@@ -97,15 +97,6 @@ static void unlive_keep(struct ta_tcache *tc, unsigned t, uint64_t bytes)
 	ta_keep_put(t, bytes);
 }
 
-/* Quota pressure in tier t: what it holds without using it (empty runs, freed large objects kept)
- * goes back to the kernel, so that the refused charge may fit. True when something did. */
-static bool give_back(unsigned t)
-{
-	bool runs = ta_arena_purge(t, 0) != 0;
-	bool kept = ta_keep_release(t);
-	return runs || kept;
-}
-
 /* A thread found tier t at its limit and moves on. */
 static void note_full(unsigned t)
 {
@@ -205,7 +196,9 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
 			for (t = 0; t < ta_ntiers; t++) {
 				struct ta_fill_charge ch = { level, false, false };
 				p = bin_take(tc, t, cls, &ch);
-				if (p == NULL && ch.refused && give_back(t)) {
+				/* Quota pressure: what the tier holds unused goes back
+				 * first, so that the refused run may fit. */
+				if (p == NULL && ch.refused && ta_give_back(t) != 0) {
 					ch.refused = false;
 					p = bin_take(tc, t, cls, &ch);
 				}

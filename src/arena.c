@@ -436,15 +436,20 @@ uint64_t ta_arena_purge(unsigned tier, uint64_t min_age_ns)
 	return bytes;
 }
 
+uint64_t ta_give_back(unsigned tier)
+{
+	uint64_t before = ta_keep_released(tier);
+	uint64_t bytes = ta_arena_purge(tier, 0);
+	if (ta_keep_release(tier))
+		bytes += ta_keep_released(tier) - before;
+	return bytes;
+}
+
 uint64_t ta_purge_all(void)
 {
 	uint64_t bytes = 0;
-	for (unsigned t = 0; t < arena_count; t++) {
-		bytes += ta_arena_purge(t, 0);
-		uint64_t before = ta_keep_released(t);
-		if (ta_keep_release(t))
-			bytes += ta_keep_released(t) - before;
-	}
+	for (unsigned t = 0; t < arena_count; t++)
+		bytes += ta_give_back(t);
 	return bytes;
 }
 

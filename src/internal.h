@@ -306,8 +306,9 @@ void ta_arena_fork_child(void);
 /* In a forked child: what it holds now is its parent's (copy-on-write), charged in the parent's
  * slot; giving it back never touches the segment. */
 void ta_arena_fork_inherit(void);
-/* Give back everything held and unused now (empty runs, kept large objects): ctl "purge",
- * malloc_trim. Returns the bytes. */
+/* Give back what the tier holds and does not use (empty runs, kept large objects) now: quota
+ * pressure. Returns the bytes. ta_purge_all: every tier (ctl "purge", malloc_trim). */
+uint64_t ta_give_back(unsigned tier);
 uint64_t ta_purge_all(void);
 
 static inline int ta_chunk_tier_of(const void *p)
