@@ -38,7 +38,7 @@ tests_unit_test_api_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_api_CFLAGS = $(unit_cflags)
 tests_unit_test_api_LDADD = $(unit_ldadd)
 
-tests_unit_test_steering_SOURCES = tests/unit/test_steering.c tests/lib/test.h
+tests_unit_test_steering_SOURCES = tests/unit/test_steering.c tests/lib/test.h tests/lib/tiers.h
 tests_unit_test_steering_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_steering_CFLAGS = $(unit_cflags)
 tests_unit_test_steering_LDADD = $(unit_ldadd)
@@ -48,7 +48,7 @@ tests_unit_test_cgroup_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_cgroup_CFLAGS = $(unit_cflags)
 tests_unit_test_cgroup_LDADD = $(unit_ldadd)
 
-tests_unit_test_enforce_SOURCES = tests/unit/test_enforce.c tests/lib/test.h
+tests_unit_test_enforce_SOURCES = tests/unit/test_enforce.c tests/lib/test.h tests/lib/tiers.h
 tests_unit_test_enforce_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_enforce_CFLAGS = $(unit_cflags)
 tests_unit_test_enforce_LDADD = $(unit_ldadd)
@@ -75,17 +75,17 @@ tests_unit_test_backend_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_backend_CFLAGS = $(unit_cflags)
 tests_unit_test_backend_LDADD = $(unit_ldadd)
 
-tests_unit_test_keep_SOURCES = tests/unit/test_keep.c tests/lib/test.h
+tests_unit_test_keep_SOURCES = tests/unit/test_keep.c tests/lib/test.h tests/lib/tiers.h
 tests_unit_test_keep_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_keep_CFLAGS = $(unit_cflags)
 tests_unit_test_keep_LDADD = $(unit_ldadd)
 
-tests_unit_test_decay_SOURCES = tests/unit/test_decay.c tests/lib/test.h
+tests_unit_test_decay_SOURCES = tests/unit/test_decay.c tests/lib/test.h tests/lib/tiers.h
 tests_unit_test_decay_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_decay_CFLAGS = $(unit_cflags)
 tests_unit_test_decay_LDADD = $(unit_ldadd)
 
-tests_unit_test_stress_SOURCES = tests/unit/test_stress.c tests/lib/test.h
+tests_unit_test_stress_SOURCES = tests/unit/test_stress.c tests/lib/test.h tests/lib/tiers.h
 tests_unit_test_stress_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_stress_CFLAGS = $(unit_cflags)
 tests_unit_test_stress_LDADD = $(unit_ldadd)

@@ -12,6 +12,7 @@
 
 #include "internal.h"
 #include "test.h"
+#include "tiers.h"
 
 #define KiB ((uint64_t)1024)
 #define MiB (1024 * KiB)
@@ -37,24 +38,6 @@ static uint64_t purged(int tier)
 	if (tieralloc_ctl_get(name, &v, &len) != 0)
 		test_hard("ctl_get %s", name);
 	return v;
-}
-
-static void set_limit(int tier, uint64_t bytes)
-{
-	char name[32];
-	snprintf(name, sizeof(name), "tier.%d.limit", tier);
-	if (tieralloc_ctl_set(name, &bytes, sizeof(bytes)) != 0)
-		test_hard("ctl_set %s", name);
-}
-
-/* Everything this thread caches back to the runs, every empty run given back. */
-static void settle(void)
-{
-	tieralloc_ctl_set("thread.flush", NULL, 0);
-	for (unsigned t = 0; t < 2; t++) {
-		ta_arena_purge(t, 0);
-		ta_keep_release(t);
-	}
 }
 
 static unsigned resident_pages(void *p, size_t len)
@@ -153,10 +136,13 @@ static void test_age(void)
 	alloc_all(4096, 0);
 	free_all();
 	tieralloc_ctl_set("thread.flush", NULL, 0);
-	uint64_t p0 = purged(0), with = stats(0).charged;
-	/* Not yet: just emptied. */
+	uint64_t p0 = purged(0), with = stats(0).charged, emptied_ns = ta_monotonic_ns();
+	/* Not yet: just emptied (unless a loaded machine paused us a second meanwhile). */
 	void *q = tieralloc_malloc(3000); /* a slow path: a class with nothing cached */
-	expect_eq(purged(0), p0);
+	if (ta_monotonic_ns() - emptied_ns < 1000000000ull)
+		expect_eq(purged(0), p0);
+	else
+		printf("age: over a second after emptying; 'not yet' not judged\n");
 	tieralloc_free(q);
 	struct timespec ts = { 1, 300 * 1000 * 1000 };
 	nanosleep(&ts, NULL);

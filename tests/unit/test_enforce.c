@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "shm.h"
 #include "test.h"
+#include "tiers.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define UNL UINT64_MAX
@@ -168,21 +169,6 @@ static void test_plan(void)
 #define LARGE  (1 * MiB)
 
 static unsigned char *small[NSMALL], *large[NLARGE];
-
-static uint64_t charged(int tier)
-{
-	struct tieralloc_tier_stats s = { .size = sizeof(s) };
-	if (tieralloc_tier_stats(tier, &s) != 0)
-		test_hard("tieralloc_tier_stats(%d)", tier);
-	return s.charged;
-}
-
-static uint64_t live(int tier)
-{
-	struct tieralloc_tier_stats s = { .size = sizeof(s) };
-	tieralloc_tier_stats(tier, &s);
-	return s.bytes_live;
-}
 
 static void fill(unsigned char *p, size_t n, unsigned seed)
 {

@@ -9,32 +9,10 @@
 
 #include "internal.h"
 #include "test.h"
+#include "tiers.h"
 
 #define KiB ((uint64_t)1024)
 #define MiB (1024 * KiB)
-
-static uint64_t charged(int tier)
-{
-	struct tieralloc_tier_stats s = { .size = sizeof(s) };
-	if (tieralloc_tier_stats(tier, &s) != 0)
-		test_hard("tieralloc_tier_stats(%d)", tier);
-	return s.charged;
-}
-
-static uint64_t live(int tier)
-{
-	struct tieralloc_tier_stats s = { .size = sizeof(s) };
-	tieralloc_tier_stats(tier, &s);
-	return s.bytes_live;
-}
-
-static void set_limit(int tier, uint64_t bytes)
-{
-	char name[32];
-	snprintf(name, sizeof(name), "tier.%d.limit", tier);
-	if (tieralloc_ctl_set(name, &bytes, sizeof(bytes)) != 0)
-		test_hard("ctl_set %s", name);
-}
 
 static void touch(char *p, size_t n)
 {
@@ -62,11 +40,17 @@ static void test_reuse(void)
 	expect_le(ta_keep_bytes(0), 4 * MiB + 256 * KiB);
 
 	test_context("the next block of the size takes the kept charge");
-	uint64_t kept = ta_keep_bytes(0), before = charged(0);
+	uint64_t kept = ta_keep_bytes(0), before = charged(0), freed_ns = ta_monotonic_ns();
 	char *q = tieralloc_malloc_tier(0, 4 * MiB);
 	touch(q, 4 * MiB);
-	expect_eq(ta_keep_bytes(0), kept - 4 * MiB);
-	expect_eq(charged(0), before);
+	if (ta_monotonic_ns() - freed_ns < 1000000000ull) {
+		expect_eq(ta_keep_bytes(0), kept - 4 * MiB);
+		expect_eq(charged(0), before);
+	} else {
+		/* A loaded machine paused us a second: what was kept aged out (test_age). */
+		printf("reuse: over a second between free and malloc; the kept charge aged out\n");
+		expect_eq(ta_keep_bytes(0), 0);
+	}
 	tieralloc_free(q);
 	ta_keep_release(0);
 	test_context("%s", "");

@@ -22,6 +22,7 @@
 
 #include "internal.h"
 #include "test.h"
+#include "tiers.h"
 
 #define KiB	((size_t)1024)
 #define MiB	(1024 * KiB)
@@ -40,25 +41,6 @@ static struct tieralloc_tier_stats stats(int tier)
 	if (tieralloc_tier_stats(tier, &s) != 0)
 		test_hard("tieralloc_tier_stats(%d)", tier);
 	return s;
-}
-
-static void set_limit(int tier, uint64_t bytes)
-{
-	char name[32];
-	snprintf(name, sizeof(name), "tier.%d.limit", tier);
-	if (tieralloc_ctl_set(name, &bytes, sizeof(bytes)) != 0)
-		test_hard("ctl_set %s", name);
-}
-
-/* What the tiers hold without using it goes back to the kernel: this thread's cached objects to
- * their runs, empty runs and kept large objects given back. */
-static void give_back_all(void)
-{
-	tieralloc_ctl_set("thread.flush", NULL, 0);
-	for (unsigned t = 0; t < 2; t++) {
-		ta_arena_purge(t, 0);
-		ta_keep_release(t);
-	}
 }
 
 static void free_blocks(void)
@@ -229,7 +211,7 @@ static void test_large(void)
 {
 	const uint64_t room = 4 * MiB; /* above what tier 0 holds already */
 	const unsigned n = 16;
-	give_back_all();
+	settle();
 	set_limit(0, stats(0).charged + room);
 	struct tieralloc_tier_stats b0 = stats(0), b1 = stats(1);
 	struct placement pl = allocate(n, 1 * MiB);
@@ -273,7 +255,7 @@ static void test_large(void)
 static void test_overflow(void)
 {
 	/* No room for a new run anywhere; no free object of the class exists. */
-	give_back_all();
+	settle();
 	set_limit(0, stats(0).charged);
 	set_limit(1, stats(1).charged);
 	struct tieralloc_tier_stats b0 = stats(0), b1 = stats(1);
@@ -324,7 +306,7 @@ static void *alloc_thread(void *arg)
 static void test_threads(void)
 {
 	const uint64_t room = 1 * MiB; /* above what tier 0 holds already */
-	give_back_all();
+	settle();
 	uint64_t held = stats(0).charged;
 	set_limit(0, held + room);
 	uint64_t base = stats(0).bytes_live;

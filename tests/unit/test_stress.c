@@ -12,6 +12,7 @@
 
 #include "internal.h"
 #include "test.h"
+#include "tiers.h"
 
 enum { THREADS = 4, STEPS = 20000, RING = 64, SHARED = 64 };
 
@@ -101,29 +102,6 @@ static void *mover(void *arg)
 		round++;
 	}
 	return NULL;
-}
-
-static uint64_t charged(int tier)
-{
-	struct tieralloc_tier_stats s = { .size = sizeof(s) };
-	tieralloc_tier_stats(tier, &s);
-	return s.charged;
-}
-
-static uint64_t live(int tier)
-{
-	struct tieralloc_tier_stats s = { .size = sizeof(s) };
-	tieralloc_tier_stats(tier, &s);
-	return s.bytes_live;
-}
-
-static void settle(void)
-{
-	tieralloc_ctl_set("thread.flush", NULL, 0);
-	for (unsigned t = 0; t < 2; t++) {
-		ta_arena_purge(t, 0);
-		ta_keep_release(t);
-	}
 }
 
 int main(int argc, char **argv)
