@@ -52,3 +52,16 @@ bench-footprint-guest: bench/footprint-work$(EXEEXT) bench/startup-time$(EXEEXT)
 		$$(for f in /usr/lib/*/libjemalloc.so.2; do [ -f $$f ] && echo --include $$f; done) -- \
 		$(abs_top_srcdir)/bench/run-footprint.sh $(abs_top_builddir)
 .PHONY: bench-footprint bench-footprint-guest
+
+# What tracking written pages costs (soft-dirty against age), in the QEMU guest
+# (`make bench-access`; BENCH_REPS rounds, default 3; BENCH_WS_MIB, default 1024).
+check_PROGRAMS += bench/access-cost
+bench_access_cost_SOURCES = bench/access-cost.c
+bench_access_cost_CFLAGS = $(AM_CFLAGS) -fno-builtin-malloc -pthread
+bench_access_cost_LDADD = -lpthread $(DL_LIBS)
+EXTRA_DIST += bench/run-access.sh
+
+bench-access: bench/access-cost$(EXEEXT) $(lib_LTLIBRARIES)
+	$(SHELL) $(top_srcdir)/bench/run-access.sh $(abs_top_builddir) $(abs_top_srcdir) \
+		$${BENCH_REPS:-3} $${BENCH_WS_MIB:-1024}
+.PHONY: bench-access

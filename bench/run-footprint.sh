@@ -183,6 +183,11 @@ if [ -x "$STARTUP" ] && [ -z "$ONLY" ] && ldd /bin/true >/dev/null 2>&1; then
 	echo
 	set -- --preload "tieralloc=$PRELOAD"
 	[ -n "$JEMALLOC" ] && set -- "$@" --preload "jemalloc=$JEMALLOC"
+	# An empty library: what loading any preload costs, apart from what it does at start.
+	if echo 'int ta_bench_empty;' | ${CC:-cc} -x c -shared -fPIC -o "$TMP/libempty.so" - \
+		2>/dev/null; then
+		set -- --preload "empty=$TMP/libempty.so" "$@"
+	fi
 	"$STARTUP" -n "${STARTUP_RUNS:-20}" "$@" -- /bin/true
 	"$STARTUP" -n "${STARTUP_RUNS:-20}" "$@" -- bash -c true
 	echo "target (issue 11): /bin/true at most 2 ms slower than none, bash at most 1.3x"

@@ -97,7 +97,8 @@ TIERALLOC_API int tieralloc_tier_stats(int tier, struct tieralloc_tier_stats *ou
  * "tier.<t>.<stat>" (uint64_t; stat one of the tieralloc_tier_stats fields, "capacity", or
  * what this process's enforcement did: "demoted" bytes, "demotions" ranges, "reclaim_asked";
  * what it gave back: "purged" bytes of empty runs, "kept_released" bytes of freed large objects;
- * "kept" bytes of freed large objects its kind holds for reuse, still charged),
+ * "kept" bytes of freed large objects its heap holds for reuse, still charged; "startup" bytes
+ * the process held when tieralloc started, charged to the tier they sit on),
  * "tier.<t>.limit" (uint64_t, writable: per-process byte limit of tier t),
  * "cgroup.tier.<t>.<field>" (uint64_t, the container's numbers from the shared segment: min, low,
  * high, max, charged, peak, steered_away, overflowed, exhausted, reclaimed, observed, untracked,

@@ -5,6 +5,10 @@ include tests/guest/local.mk
 include tests/quota/local.mk
 include tests/bpf/local.mk
 
+# The layers of src/: the include rule (tests/check-layers.sh).
+TESTS += tests/check-layers.sh
+EXTRA_DIST += tests/check-layers.sh
+
 # The benchmark's smoke run (every allocator gives usable memory); never its timings.
 if !SANITIZED
 TESTS += bench/smoke.sh

@@ -35,8 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "shm.h"
+#include "quota/cgroup.h"
+#include "quota/shm.h"
 
 #define MAX_SEGMENT_BYTES (1u << 20)
 #define CGROUP_MOUNT	  "/sys/fs/cgroup"
@@ -227,6 +227,9 @@ static int open_seg(const char *file, struct seg *s)
 	const struct ta_shm_agent *a = ta_shm_agent_block(h, s->size);
 	if (ok && a != NULL)
 		ok = read_part(fd, s, h->agent_off, sizeof(*a));
+	const struct ta_shm_access *acc = ta_shm_access_block(h, s->size);
+	if (ok && acc != NULL)
+		ok = read_part(fd, s, h->access_off, sizeof(*acc));
 	close(fd);
 	if (!ok) {
 		s->error = "truncated while read";
@@ -343,6 +346,26 @@ static uint64_t ld(const _Atomic uint64_t *p)
 	return atomic_load((_Atomic uint64_t *)p);
 }
 
+/* Tier t's bytes by heat at each live process's last access sample (ABI minor 3): false when
+ * the segment has no access block. Dead processes' records are not counted. */
+static bool access_sums(const struct seg *s, unsigned t, uint64_t *hot, uint64_t *cold)
+{
+	const struct ta_shm_access *acc = ta_shm_access_block(s->hdr, s->size);
+	*hot = *cold = 0;
+	if (acc == NULL || t >= TA_SHM_MAX_TIERS)
+		return false;
+	unsigned n = s->hdr->max_slots < TA_SHM_MAX_SLOTS ? s->hdr->max_slots : TA_SHM_MAX_SLOTS;
+	for (unsigned i = 0; i < n; i++) {
+		uint32_t pid = atomic_load(&((struct ta_shm_slot *)slot_rec(s, i))->pid);
+		if (pid == 0 || pid == UINT32_MAX || pid > INT32_MAX ||
+		    (kill((pid_t)pid, 0) != 0 && errno != EPERM))
+			continue;
+		*hot += ld(&acc->slot[i].hot[t]);
+		*cold += ld(&acc->slot[i].cold[t]);
+	}
+	return true;
+}
+
 /* Segments of ABI minor 0 end their tier record before the enforcement counters. */
 static bool has_enforcement(const struct seg *s)
 {
@@ -429,6 +452,29 @@ static void print_migrations(const struct seg *s)
 	}
 }
 
+static void print_access(const struct seg *s)
+{
+	const struct ta_shm_access *acc = ta_shm_access_block(s->hdr, s->size);
+	if (acc == NULL) {
+		printf("hot and cold: n/a (segment made before the access block, tieralloc < ABI "
+		       "1.3)\n");
+		return;
+	}
+	printf("hot and cold by writes lately (soft-dirty; each process's last sample), and the "
+	       "exchange:\n");
+	printf("%-4s %8s %8s %9s %10s\n", "tier", "hot", "cold", "promoted", "moved-down");
+	for (unsigned t = 0; t < ntiers(s); t++) {
+		uint64_t hot, cold;
+		char v[4][16];
+		access_sums(s, t, &hot, &cold);
+		human(hot, v[0], sizeof(v[0]));
+		human(cold, v[1], sizeof(v[1]));
+		human(ld(&acc->promoted[t]), v[2], sizeof(v[2]));
+		human(ld(&acc->exchanged_down[t]), v[3], sizeof(v[3]));
+		printf("%-4u %8s %8s %9s %10s\n", t, v[0], v[1], v[2], v[3]);
+	}
+}
+
 static void print_table(struct seg *s)
 {
 	if (s->error != NULL) {
@@ -486,6 +532,7 @@ static void print_table(struct seg *s)
 		       (unsigned long long)ld(&r->exhausted), v[7], v[8], gated);
 	}
 	print_migrations(s);
+	print_access(s);
 	printf("\n");
 }
 
@@ -553,6 +600,17 @@ static void print_json(struct seg *s, bool first)
 		else
 			printf(",\"untracked\":null,\"demoted\":null,\"reclaim_asked\":null,"
 			       "\"reclaims\":null,\"gated\":null");
+		/* Hot and cold bytes, what the exchange moved (ABI minor 3); null before. */
+		uint64_t hot, cold;
+		const struct ta_shm_access *acc = ta_shm_access_block(s->hdr, s->size);
+		if (access_sums(s, t, &hot, &cold))
+			printf(",\"access\":{\"hot\":%llu,\"cold\":%llu,\"promoted\":%llu,"
+			       "\"exchanged_down\":%llu}",
+			       (unsigned long long)hot, (unsigned long long)cold,
+			       (unsigned long long)ld(&acc->promoted[t]),
+			       (unsigned long long)ld(&acc->exchanged_down[t]));
+		else
+			printf(",\"access\":null");
 		/* The agent's counts (ABI minor 2), in pages; null without an agent. */
 		if (agent != NULL) {
 			const struct ta_shm_agent_tier *m = &agent->tier[t];

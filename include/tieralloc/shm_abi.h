@@ -36,7 +36,7 @@
 
 #define TA_SHM_MAGIC	 0x31306d6873726574ull /* "tershm01" little-endian */
 #define TA_SHM_ABI_MAJOR 1
-#define TA_SHM_ABI_MINOR 2
+#define TA_SHM_ABI_MINOR 3
 #define TA_SHM_MAX_TIERS 3
 #define TA_SHM_MAX_SLOTS 256 /* processes of one cgroup attached at once */
 #define TA_SHM_PATH_MAX	 256
@@ -64,7 +64,7 @@ struct ta_shm_tier {
 	_Atomic uint32_t share_ppm;	    /* capacity / total capacity (or TIERALLOC_SPLIT) */
 	uint32_t reserved0;
 	char name[32];
-	/* Minor 1: enforcement (src/enforce.c). */
+	/* Minor 1: enforcement (src/enforce/enforce.c). */
 	_Atomic uint64_t untracked;	/* observed - charged at the last reading, 0 if below */
 	_Atomic uint64_t demoted;	/* bytes moved by mbind from this tier to a lower one */
 	_Atomic uint64_t reclaim_asked; /* bytes written to memory.reclaim for this tier's excess */
@@ -117,6 +117,21 @@ struct ta_shm_agent {
 	struct ta_shm_agent_tier tier[TA_SHM_MAX_TIERS];
 };
 
+/* Minor 3: access-aware tiering (src/enforce/access.c, exchange.c), after the agent block. Per
+ * slot, its process's bytes in each tier by heat at its last access sample (zeroed with the
+ * slot); per tier, the cgroup's bytes the exchange moved up into it and down out of it. */
+struct ta_shm_access_slot {
+	_Atomic uint64_t hot[TA_SHM_MAX_TIERS];
+	_Atomic uint64_t cold[TA_SHM_MAX_TIERS];
+};
+
+struct ta_shm_access {
+	_Atomic uint64_t promoted[TA_SHM_MAX_TIERS];
+	_Atomic uint64_t exchanged_down[TA_SHM_MAX_TIERS];
+	uint64_t reserved[2];
+	struct ta_shm_access_slot slot[TA_SHM_MAX_SLOTS];
+};
+
 struct ta_shm_header {
 	uint64_t magic;
 	uint16_t abi_major;
@@ -144,7 +159,10 @@ struct ta_shm_header {
 	/* Minor 2: the agent block (struct ta_shm_agent), after the slots; 0: none. */
 	uint32_t agent_off;
 	uint32_t agent_size;
-	uint64_t reserved[3];
+	/* Minor 3: the access block (struct ta_shm_access), after the agent block; 0: none. */
+	uint32_t access_off;
+	uint32_t access_size;
+	uint64_t reserved[2];
 };
 
 /* The promotion gate's margin below a tier's high share: an eighth of it, at least 8 MiB. The
@@ -156,10 +174,11 @@ static inline uint64_t ta_shm_gate_margin(uint64_t high)
 	return m < high ? m : high;
 }
 
-#define TA_SHM_TIERS_OFF 512
-#define TA_SHM_SLOTS_OFF (TA_SHM_TIERS_OFF + TA_SHM_MAX_TIERS * 192)
-#define TA_SHM_AGENT_OFF (TA_SHM_SLOTS_OFF + TA_SHM_MAX_SLOTS * 64)
-#define TA_SHM_SEG_SIZE	 (TA_SHM_AGENT_OFF + 256)
+#define TA_SHM_TIERS_OFF  512
+#define TA_SHM_SLOTS_OFF  (TA_SHM_TIERS_OFF + TA_SHM_MAX_TIERS * 192)
+#define TA_SHM_AGENT_OFF  (TA_SHM_SLOTS_OFF + TA_SHM_MAX_SLOTS * 64)
+#define TA_SHM_ACCESS_OFF (TA_SHM_AGENT_OFF + 256)
+#define TA_SHM_SEG_SIZE	  (TA_SHM_ACCESS_OFF + sizeof(struct ta_shm_access))
 
 _Static_assert(sizeof(struct ta_shm_tier) == 192, "tier record size is ABI");
 _Static_assert(sizeof(struct ta_shm_slot) == 64, "slot size is ABI");
@@ -173,6 +192,9 @@ _Static_assert(TA_SHM_SLOTS_OFF % 64 == 0, "slots are cache-line aligned");
 _Static_assert(sizeof(struct ta_shm_agent) == 256, "agent block size is ABI");
 _Static_assert(sizeof(struct ta_shm_agent_tier) == 64, "agent tier size is ABI");
 _Static_assert(offsetof(struct ta_shm_agent, tier) == 64, "agent tiers offset is ABI");
+_Static_assert(sizeof(struct ta_shm_access_slot) == 48, "access slot size is ABI");
+_Static_assert(offsetof(struct ta_shm_access, slot) == 64, "access slots offset is ABI");
+_Static_assert(TA_SHM_ACCESS_OFF % 64 == 0, "the access block is cache-line aligned");
 _Static_assert(offsetof(struct ta_shm_header, agent_off) == 368, "agent offset is ABI");
 _Static_assert(offsetof(struct ta_shm_slot, wake) == 40, "wake word offset is ABI");
 _Static_assert(TA_SHM_AGENT_OFF % 64 == 0, "agent block is cache-line aligned");

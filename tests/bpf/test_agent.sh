@@ -11,7 +11,7 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
 . "$(dirname "$0")/../integration/lib.sh"
 
-AGENT=$TA_TEST_BUILDDIR/bpf/tierallocd
+AGENT=$TA_TEST_BUILDDIR/agent/tierallocd
 [[ -x $AGENT ]] || ta_skip "tierallocd not built (configure found no clang, bpftool or libbpf)"
 
 echo "== without root"
@@ -46,6 +46,21 @@ rc=0
 rc=0
 "$AGENT" --rescan 0 >/dev/null 2>&1 || rc=$?
 [[ $rc == 2 ]] || ta_fail "--rescan 0: exit status $rc, want 2"
+# getopt_long: -h and --help alike, a line saying what was wrong before the usage.
+for help in -h --help; do
+	rc=0
+	"$AGENT" $help >"$TA_WORK/help.out" 2>&1 || rc=$?
+	[[ $rc == 0 ]] && grep -q '^usage: tierallocd' "$TA_WORK/help.out" ||
+		ta_fail "$help: exit status $rc or no usage"
+done
+for bad in "--nosuch:unknown option --nosuch" "-x:unknown option -x" \
+	"--interval:--interval needs a value" "extra:unexpected argument"; do
+	rc=0
+	"$AGENT" ${bad%%:*} >/dev/null 2>"$TA_WORK/bad.err" || rc=$?
+	[[ $rc == 2 ]] || ta_fail "${bad%%:*}: exit status $rc, want 2"
+	[[ $(head -1 "$TA_WORK/bad.err") == "tierallocd: ${bad#*:}"* ]] ||
+		ta_fail "${bad%%:*}: first line \"$(head -1 "$TA_WORK/bad.err")\", want \"${bad#*:}\""
+done
 
 STAT=$TA_TEST_BUILDDIR/tools/tieralloc-stat
 SEG=/tieralloc-v1-agenttest-$$

@@ -35,7 +35,7 @@
 B=$1
 # shellcheck source=tests/guest/lib.sh
 . "$2/tests/guest/lib.sh"
-AGENT=$B/bpf/tierallocd
+AGENT=$B/agent/tierallocd
 PROMOTE=$B/tests/guest/promote_work
 W=/tmp/agent
 failed=0

@@ -13,12 +13,21 @@
  * over, reading one word of every page of each block on its way. The main thread allocates and
  * frees a little every 20 ms, like a program that keeps running.
  *
+ * Two variables change that for the hotness tests (tests/guest/hotness.sh):
+ *   ENFORCE_WORK_LAYOUT=hot-first|cold-first  the hot set is the first (or the last) HOT_PERCENT
+ *                                             of the blocks allocated, not interleaved
+ *   ENFORCE_WORK_ACCESS=write                 the hot thread writes the word back (same value)
+ *                                             instead of only reading it, pausing 10 ms a round
+ *
  * Commands on stdin, one reply line each:
  *   where   "where hot_n0=P hot_n1=P cold_n0=P cold_n1=P other=P": pages of the hot and cold
  *           blocks on each node (move_pages(2) without moving; "other": absent or elsewhere)
  *   verify  "verify blocks=N bad=B": every word re-checked against its value
  *   demoted "demoted bytes=B": what this process demoted from tier 0 (tieralloc_ctl_get
  *           "tier.0.demoted", found with dlsym: the program is not linked with tieralloc)
+ *   access  "access samples=N hot0=B cold0=B hot1=B cold1=B promoted0=B down0=B source=S":
+ *           the access sampler's counts (ctl access.*, tier.<t>.hot/cold/promoted/
+ *           exchanged_down)
  *   quit    exit 0
  * Sizes take K and M suffixes. A 900 s alarm ends a forgotten process.
  */
@@ -49,16 +58,27 @@ static uint64_t mix(uint64_t x)
 }
 
 static void *hot_head;
+static int hot_writes;
+static size_t hot_blocks;
 
 static void *hot_reader(void *arg)
 {
 	(void)arg;
 	uint64_t sum = 0;
-	const volatile uint64_t *w = hot_head;
+	volatile uint64_t *w = hot_head;
+	size_t step = 0;
 	while (!stop) {
-		for (size_t off = 512; off < block_size / 8; off += 512)
+		for (size_t off = 512; off < block_size / 8; off += 512) {
 			sum += w[off];
-		w = (const volatile uint64_t *)(uintptr_t)w[0];
+			if (hot_writes)
+				w[off] = w[off];
+		}
+		w = (volatile uint64_t *)(uintptr_t)w[0];
+		/* A writer pauses once a round of the cycle, so that it leaves the worker a CPU. */
+		if (hot_writes && ++step == hot_blocks) {
+			step = 0;
+			usleep(10000);
+		}
 	}
 	return (void *)(uintptr_t)sum;
 }
@@ -136,6 +156,37 @@ static void demoted(void)
 		printf("demoted bytes=%llu\n", (unsigned long long)v);
 }
 
+static uint64_t ctl_u64(int (*ctl_get)(const char *, void *, size_t *), const char *name)
+{
+	uint64_t v = 0;
+	size_t len = sizeof(v);
+	return ctl_get(name, &v, &len) == 0 ? v : UINT64_MAX;
+}
+
+static void access_counts(void)
+{
+	int (*ctl_get)(const char *, void *, size_t *) =
+	    (int (*)(const char *, void *, size_t *))dlsym(RTLD_DEFAULT, "tieralloc_ctl_get");
+	char source[128] = "";
+	size_t len = sizeof(source);
+	if (ctl_get == NULL || ctl_get("access.source", source, &len) != 0) {
+		printf("access error\n");
+		return;
+	}
+	for (char *c = source; *c != '\0'; c++)
+		if (*c == ' ')
+			*c = '_';
+	printf("access samples=%llu hot0=%llu cold0=%llu hot1=%llu cold1=%llu promoted0=%llu "
+	       "down0=%llu source=%s\n",
+	       (unsigned long long)ctl_u64(ctl_get, "access.samples"),
+	       (unsigned long long)ctl_u64(ctl_get, "tier.0.hot"),
+	       (unsigned long long)ctl_u64(ctl_get, "tier.0.cold"),
+	       (unsigned long long)ctl_u64(ctl_get, "tier.1.hot"),
+	       (unsigned long long)ctl_u64(ctl_get, "tier.1.cold"),
+	       (unsigned long long)ctl_u64(ctl_get, "tier.0.promoted"),
+	       (unsigned long long)ctl_u64(ctl_get, "tier.0.exchanged_down"), source);
+}
+
 static void verify(void)
 {
 	size_t bad = 0;
@@ -164,6 +215,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	nblocks = total / block_size;
+	const char *layout = getenv("ENFORCE_WORK_LAYOUT");
+	const char *access = getenv("ENFORCE_WORK_ACCESS");
+	int first = layout != NULL && strcmp(layout, "hot-first") == 0;
+	int last = layout != NULL && strcmp(layout, "cold-first") == 0;
+	hot_writes = access != NULL && strcmp(access, "write") == 0;
+	size_t nhot = nblocks * hot_pct / 100;
 	blocks = calloc(nblocks, sizeof(*blocks));
 	is_hot = calloc(nblocks, 1);
 	if (blocks == NULL || is_hot == NULL)
@@ -176,7 +233,13 @@ int main(int argc, char **argv)
 		}
 		for (size_t w = 1; w < block_size / 8; w++)
 			blocks[i][w] = mix(((uint64_t)i << 32) ^ w);
-		is_hot[i] = mix(i * 7919u) % 100 < hot_pct;
+		if (first)
+			is_hot[i] = i < nhot;
+		else if (last)
+			is_hot[i] = i >= nblocks - nhot;
+		else
+			is_hot[i] = mix(i * 7919u) % 100 < hot_pct;
+		hot_blocks += is_hot[i];
 	}
 	size_t *order = calloc(nblocks, sizeof(*order));
 	if (order == NULL)
@@ -204,6 +267,8 @@ int main(int argc, char **argv)
 			verify();
 		else if (strncmp(line, "demoted", 7) == 0)
 			demoted();
+		else if (strncmp(line, "access", 6) == 0)
+			access_counts();
 		else if (strncmp(line, "quit", 4) == 0)
 			break;
 		else

@@ -13,6 +13,10 @@
 #                         with memory.max 600M (a 300M tier-0 share, so both tiers hold it): the
 #                         cgroup's anon stays within 10% of the live bytes (issue 11: it was 632
 #                         MiB while free memory counted against tier 0 as untracked).
+#   footprint.large_glibc large blocks coming and going (8 live of 5-25 MiB, every page written
+#                         and checked before it is freed), in a cgroup whose memory.max is what
+#                         glibc needed for the same run (its memory.peak) plus 3% and 2 MiB: it
+#                         must finish, with no OOM kill and its data intact (issue 11, item 4).
 # Swap is off for these cgroups (memory.swap.max 0): a limit passed would be an OOM kill, not
 # pages quietly swapped. Ratios against glibc and jemalloc are make bench-footprint-guest's.
 # Usage: footprint.sh BUILDDIR SRCDIR
@@ -125,6 +129,37 @@ else
 		fail footprint.churn "data lost"
 	else
 		pass footprint.churn
+	fi
+fi
+# -- footprint.large_glibc ----------------------------------------------------------------------
+steps=200
+cg_new ta-fp-lg-glibc max
+fp_start lg-glibc "$cg" - large $steps
+if ! fp_wait lg-glibc; then
+	fail footprint.large_glibc "the workload died under glibc: $(tail -1 $W/lg-glibc.out)"
+else
+	peak=$(cat "$cg/memory.peak")
+	fp_stop lg-glibc
+	limit=$((peak + peak * 3 / 100 + 2 * M))
+	cg_new ta-fp-lg-ta "$limit"
+	echo 0 >"$cg/memory.swap.max"
+	fp_start lg-ta "$cg" "$PRELOAD" large $steps
+	if ! fp_wait lg-ta; then
+		fail footprint.large_glibc "large blocks under tieralloc died in memory.max\
+ $(mib "$limit") (glibc's peak $(mib "$peak") + 3% + 2M): $(tail -1 $W/lg-ta.out),\
+ oom_kill $(oom_kills "$cg"), anon $(anon "$cg") on nodes 0 and 1"
+	else
+		echo "footprint: large blocks, $steps replaced: glibc's peak $(mib "$peak")" \
+			"($(sed -n 's/.* ms=\([0-9]*\).*/\1/p' $W/lg-glibc.out) ms), memory.max" \
+			"$(mib "$limit"), tieralloc's peak $(mib "$(cat "$cg/memory.peak")")" \
+			"($(sed -n 's/.* ms=\([0-9]*\).*/\1/p' $W/lg-ta.out) ms)"
+		if [ "$(oom_kills "$cg")" != 0 ]; then
+			fail footprint.large_glibc "oom_kill $(oom_kills "$cg")"
+		elif ! fp_stop lg-ta; then
+			fail footprint.large_glibc "data lost"
+		else
+			pass footprint.large_glibc
+		fi
 	fi
 fi
 exit $failed

@@ -17,8 +17,11 @@ M=1048576
 : "${GUARD_S:=300}"
 
 pass() { echo "PASS $1"; }
+# fail NAME WHY...: every word of WHY is shown (callers split long reasons over arguments).
 fail() {
-	echo "FAIL $1: $2"
+	local test=$1
+	shift
+	echo "FAIL $test: $*"
 	failed=1
 }
 mib() { echo "$(($1 / M))M"; }

@@ -13,11 +13,12 @@ check_PROGRAMS += tests/guest/access_sources
 tests_guest_access_sources_SOURCES = tests/guest/access_sources.c
 tests_guest_access_sources_LDADD = -lpthread
 EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests/guest/enforce.sh \
+	tests/guest/hotness.sh \
 	tests/guest/agent.sh tests/guest/footprint.sh tests/guest/sources.sh
 
 # The agent goes into the guest when it was built (its test says SKIP otherwise).
 if HAVE_BPF
-GUEST_AGENT = --include $(abs_top_builddir)/bpf/tierallocd
+GUEST_AGENT = --include $(abs_top_builddir)/agent/tierallocd
 endif
 
 GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
@@ -40,6 +41,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat $(sbin_PR
 		--include $(abs_top_srcdir)/tests/guest/lib.sh \
 		--include $(abs_top_srcdir)/tests/guest/quota.sh \
 		--include $(abs_top_srcdir)/tests/guest/enforce.sh \
+		--include $(abs_top_srcdir)/tests/guest/hotness.sh \
 		--include $(abs_top_srcdir)/tests/guest/agent.sh \
 		--include $(abs_top_srcdir)/tests/guest/footprint.sh \
 		--include $(abs_top_srcdir)/tests/guest/sources.sh \

@@ -112,4 +112,6 @@ sh "$S/tests/guest/enforce.sh" "$B" "$S" || failed=1
 sh "$S/tests/guest/agent.sh" "$B" "$S" || failed=1
 # 8. Footprint (issue 11): containers that fit without tieralloc fit with it.
 sh "$S/tests/guest/footprint.sh" "$B" "$S" || failed=1
+# 9. Access-aware tiering (issue 14): cold memory down first, hot memory up, within the share.
+sh "$S/tests/guest/hotness.sh" "$B" "$S" || failed=1
 exit $failed

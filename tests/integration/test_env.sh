@@ -153,6 +153,10 @@ for pid in "$pid1" "$pid2"; do
 done
 [[ $(wc -l <"$summary") == 2 && ! -s sum1.err ]] ||
 	{ cat "$summary" sum1.err >&2; ta_fail "expected one line per process (one tier)"; }
+# Every field one key=value word (parsers split on spaces), the kind among them.
+grep -Eqv '^tieralloc-summary( [a-z_]+=[^ ]+)+$' "$summary" &&
+	{ cat "$summary" >&2; ta_fail "a summary field is not one key=value word"; }
+grep -Eq ' kind=[^ ]+ bound=' "$summary" || { cat "$summary" >&2; ta_fail "no kind in the summary"; }
 run sum-stderr TIERALLOC_SUMMARY=stderr --
 grep -q '^tieralloc-summary v=1 ' sum-stderr.err || ta_fail "TIERALLOC_SUMMARY=stderr"
 

@@ -55,6 +55,17 @@
 
 static int (*tier_of)(const void *);
 static void *(*malloc_tier)(int, size_t);
+static int (*ctl_get)(const char *, void *, size_t *);
+
+/* What the process held when tieralloc started, charged to tier t (src/quota/startup.c). */
+static unsigned long long startup_charge(int t)
+{
+	char name[32];
+	uint64_t v = 0;
+	size_t len = sizeof(v);
+	snprintf(name, sizeof(name), "tier.%d.startup", t);
+	return ctl_get != NULL && ctl_get(name, &v, &len) == 0 ? (unsigned long long)v : 0;
+}
 
 struct worker {
 	pthread_t thread;
@@ -159,9 +170,10 @@ static void cmd_alloc(size_t bytes, size_t block, unsigned threads)
 			err = workers[i].first_errno;
 		failed += workers[i].failed;
 	}
-	printf("alloc blocks=%zu tier0=%llu tier1=%llu tier2=%llu failed=%zu errno=%d\n", n,
-	       (unsigned long long)tb[0], (unsigned long long)tb[1], (unsigned long long)tb[2],
-	       failed, err);
+	printf("alloc blocks=%zu tier0=%llu tier1=%llu tier2=%llu failed=%zu errno=%d "
+	       "startup0=%llu\n",
+	       n, (unsigned long long)tb[0], (unsigned long long)tb[1], (unsigned long long)tb[2],
+	       failed, err, startup_charge(0));
 }
 
 static void cmd_free(void)
@@ -339,6 +351,7 @@ int main(void)
 	setvbuf(stdout, outbuf, _IOLBF, sizeof(outbuf));
 	tier_of = (int (*)(const void *))dlsym(RTLD_DEFAULT, "tieralloc_tier_of");
 	malloc_tier = (void *(*)(int, size_t))dlsym(RTLD_DEFAULT, "tieralloc_malloc_tier");
+	ctl_get = (int (*)(const char *, void *, size_t *))dlsym(RTLD_DEFAULT, "tieralloc_ctl_get");
 	if (tier_of == NULL || malloc_tier == NULL) {
 		fprintf(stderr, "quota_hog: tieralloc's API not found: run me under the preload\n");
 		return 99;

@@ -12,8 +12,8 @@
  *       records    valid, but the slots lie past the end of the file
  *       garbage    pseudo-random bytes (a fixed seed), the size of a segment
  *       garbage1   the same with the state word READY, so that the magic is what refuses it
- *       minor3     a later minor version whose tier records are 256 bytes (and the slots and
- *                  the agent block after them), otherwise valid
+ *       bigtiers   a later minor version whose tier records are 256 bytes (and the slots, the
+ *                  agent and the access blocks after them), otherwise valid
  *       wrapped    valid, but tier 0's counter absurd (1.8e19, as a wrapped one was seen)
  *       marker     valid, but slot 7 left held by the reclaim marker (pid 0xffffffff) with
  *                  1 MiB of tier 0, which the tier's counter holds too
@@ -45,9 +45,9 @@
 
 #include "tieralloc/shm_abi.h"
 
-/* Room for the minor-3 layout too: 3 tier records of 256 bytes. */
+/* Room for the bigtiers layout too: 3 tier records of 256 bytes. */
 #define SEG_MAX	   (TA_SHM_SEG_SIZE + TA_SHM_MAX_TIERS * 64)
-#define NONUL_SIZE 20480
+#define NONUL_SIZE 32768
 _Static_assert(NONUL_SIZE >= SEG_MAX, "the NUL-less segment holds every record");
 
 static unsigned char seg[NONUL_SIZE];
@@ -69,6 +69,8 @@ static void fill_valid(unsigned ntiers)
 	h->tiers_off = TA_SHM_TIERS_OFF;
 	h->agent_off = TA_SHM_AGENT_OFF;
 	h->agent_size = sizeof(struct ta_shm_agent);
+	h->access_off = TA_SHM_ACCESS_OFF;
+	h->access_size = sizeof(struct ta_shm_access);
 	h->creator_pid = 1;
 	h->cgroup_version = 0;
 	atomic_store(&h->ntiers, ntiers);
@@ -96,8 +98,8 @@ static void fill_garbage(void)
 }
 
 /* Tier records of 256 bytes: each record is the 192-byte one followed by 64 bytes of later
- * fields (zero here); the slots and the agent block move down by 3 x 64 bytes. */
-static void make_minor3(void)
+ * fields (zero here); the slots, the agent and the access blocks move down by 3 x 64 bytes. */
+static void make_bigtiers(void)
 {
 	struct ta_shm_header *h = (struct ta_shm_header *)seg;
 	unsigned char tiers[TA_SHM_MAX_TIERS * 192];
@@ -105,10 +107,11 @@ static void make_minor3(void)
 	memset(seg + TA_SHM_TIERS_OFF, 0, SEG_MAX - TA_SHM_TIERS_OFF);
 	for (unsigned t = 0; t < TA_SHM_MAX_TIERS; t++)
 		memcpy(seg + TA_SHM_TIERS_OFF + t * 256, tiers + t * 192, 192);
-	h->abi_minor = 3;
+	h->abi_minor = TA_SHM_ABI_MINOR + 1;
 	h->tier_size = 256;
 	h->slots_off = TA_SHM_TIERS_OFF + TA_SHM_MAX_TIERS * 256;
 	h->agent_off = h->slots_off + TA_SHM_MAX_SLOTS * 64;
+	h->access_off = h->agent_off + 256;
 	seg_size = SEG_MAX;
 	h->seg_size = seg_size;
 }
@@ -231,8 +234,8 @@ int main(int argc, char **argv)
 			h->seg_size = TA_SHM_SEG_SIZE + 4096;
 		else if (strcmp(kind, "records") == 0)
 			h->slots_off = TA_SHM_SEG_SIZE - 64;
-		else if (strcmp(kind, "minor3") == 0)
-			make_minor3();
+		else if (strcmp(kind, "bigtiers") == 0)
+			make_bigtiers();
 		else if (strcmp(kind, "wrapped") == 0)
 			atomic_store(&((struct ta_shm_tier *)(seg + TA_SHM_TIERS_OFF))->charged,
 				     18000000000000000000ull);

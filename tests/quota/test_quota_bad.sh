@@ -8,7 +8,7 @@
 #     with TIERALLOC_TIER_LIMITS="0.max=1M..." a working segment would put the last block in
 #     tier 1 (the control run below checks that), local accounting keeps it in tier 0;
 #   - stderr: exactly one line, "tieralloc: warning: shared segment /NAME: WHY; this process
-#     keeps its own accounting", WHY the reason src/shm.c gives for that kind;
+#     keeps its own accounting", WHY the reason src/quota/shm.c gives for that kind;
 #   - the file is left as it was (type, size, mode, owner, times, contents).
 # A segment owned by another user: test_quota_owner.sh (needs root). Unfinished segments (empty,
 # or never marked ready) whose creator is gone are made again: test_quota_hostile.sh.
@@ -121,8 +121,8 @@ bad records "records outside the segment"
 
 # A later minor version with larger tier records: the library indexes its own records, so it
 # refuses rather than write one tier's charges into another's (tieralloc-stat reads it).
-"$FORGE" "$(file minor3)" minor3
-bad minor3 "tier records of another size (another ABI minor version)"
+"$FORGE" "$(file bigtiers)" bigtiers
+bad bigtiers "tier records of another size (another ABI minor version)"
 
 "$FORGE" "$(file tiers3)" valid 3
 bad tiers3 "made for another number of tiers"

@@ -5,7 +5,7 @@
 #   - fork: the child shares the parent's heap copy-on-write (the kernel counts it once, in the
 #     parent's charge), so it takes a slot of its own, empty; the parent's slot does not change;
 #     what the child allocates anew is charged to its slot; what it gives back of the inherited
-#     heap never comes off the segment (src/arena.c, inherited);
+#     heap never comes off the segment (src/alloc/arena.c, inherited);
 #   - fork + exec: the new image attaches anew, with a slot charged with its own heap only; the
 #     slot its pre-exec self took at fork (charged with a copy of the parent's heap that exec
 #     threw away) must not stay charged;

@@ -5,10 +5,11 @@
 #   1. on attach: A charges 4 MiB to tier 0 and is killed; its slot keeps the charge (nothing
 #      runs at a SIGKILL) until B attaches, which takes it back (tier charge and slot freed,
 #      `reclaimed` grows by exactly A's charge);
-#   2. on a refresh: C charges 2 MiB and is killed while B runs; B's next stock refill after the
-#      refresh period (1 s, src/shm.c LIMITS_REFRESH_NS) takes C's charges back. The script
-#      sleeps 1.5 s first: a sleep is never shorter than asked, so this is no race with the
-#      machine's speed.
+#   2. on a refresh: C charges 2 MiB and is killed while B runs; B's next allocation slow path
+#      once the limits went unread for two refresh periods (2 s, src/quota/shm.c LIMITS_REFRESH_NS)
+#      starts B's worker, whose refresh takes C's charges back. Never B's own thread: the
+#      refresh reads /proc for every slot. The script sleeps 2.5 s first (a sleep is never
+#      shorter than asked), then waits for the outcome, the worker being a thread of its own.
 # The killed processes are reaped first (wait): a zombie still answers kill(pid, 0), and its
 # slot counts as alive until its parent reaps it.
 # Variables named in check conditions are read by its arithmetic, unseen by shellcheck.
@@ -72,12 +73,17 @@ cc0=$(slot_charge "$C" 0)
 check "cc0 >= 2 << 20" "C charged its blocks"
 hog_kill9 c
 reclaimed_before=$(pk tier=0 reclaimed)
-sleep 1.5
-# New threads in B: their first allocations refill their stock, which refreshes the limits and
-# takes back dead slots once per period.
+sleep 2.5
+# New threads in B: their first allocations refill their stock and find the limits stale: B's
+# worker starts and refreshes them, taking back dead slots.
 hog_cmd b "alloc 1M 4K 2"
-peek "$S"
-echo "   C ($C) killed with $((cc0 / 1024)) KiB charged to tier 0; after B's refresh:"
+waited=0
+while peek "$S" && [[ $(slot_charge "$C" 0) != none ]] && ((waited < TA_QUOTA_WAIT * 10)); do
+	sleep 0.1
+	waited=$((waited + 1))
+done
+echo "   C ($C) killed with $((cc0 / 1024)) KiB charged to tier 0; after B's refresh" \
+	"($((waited * 100)) ms after B's allocation):"
 grep -E '^(slot|tier=0 )' <<<"$PEEK" | sed 's/^/   /'
 [[ $(slot_charge "$C" 0) == none ]] || ta_fail "C's slot was not taken back by B's refresh"
 check "$(pk tier=0 reclaimed) == reclaimed_before + cc0" "reclaimed grew by C's charge"

@@ -6,8 +6,8 @@
 # blocks and hold them: 32 MiB against a tier-0 high and max of 8M. Each process reports the
 # bytes of its blocks per tier (tieralloc_tier_of), the segment is read meanwhile and after.
 #
-# The batching bound, from the code (src/tcache.c ta_tcache_stock_refill, src/arena.c
-# ta_arena_charge, src/shm.c ta_shm_charge). A thread whose stock of a tier is below the object
+# The batching bound, from the code (src/quota/charge.c stock_refill and ta_charge, src/quota/shm.c
+# ta_shm_charge). A thread whose stock of a tier is below the object
 # size charges BLOCK + BATCH at once (just BLOCK when that would pass the limit). ta_shm_charge
 # adds to the tier's charge and takes it back at once when the sum passes the limit, so a charge
 # that is not forced (explicit tier, overflow into the last tier: neither happens in tier 0 here)
@@ -18,8 +18,9 @@
 #          back, one per thread: <= MAX + N*(BATCH + BLOCK).
 #   under: the batching error is unused stock and refusals caused by other threads' attempts in
 #          flight: at the end charge > MAX - BLOCK - (N - 1)*(BATCH + BLOCK), and
-#          charge - block bytes <= N*(BATCH + 2*BLOCK) + P*64K (each thread holds < BATCH +
-#          2*BLOCK of stock; 64K: the processes' own small allocations, stdio and pthreads).
+#          charge - block bytes - start-up charges <= N*(BATCH + 2*BLOCK) + P*64K (each thread
+#          holds < BATCH + 2*BLOCK of stock; 64K: the processes' own small allocations, stdio and
+#          pthreads; start-up: what each process held when tieralloc started, src/quota/startup.c).
 #          Default batch: 8M - 2.8M and 3.3M; batch 4K: 8M - 92K and 400K.
 # Run with the default batch (256K) and with the smallest (4K). The rest must be in tier 1.
 # After every process exited, the next one to attach takes back what they left in their slots.
@@ -78,7 +79,7 @@ run_share()
 		[[ $pending == 0 ]] || sleep 0.01
 	done
 
-	local s0=0 s1=0 r
+	local s0=0 s1=0 st0=0 r
 	for i in $(seq 1 $P); do
 		hog_reply "$name-$i"
 		r=$REPLY
@@ -88,6 +89,7 @@ run_share()
 		check "$(kv "$r" tier0) + $(kv "$r" tier1) == T * PER_THREAD" \
 			"process $i: every block in tier 0 or 1"
 		s0=$((s0 + $(kv "$r" tier0)))
+		st0=$((st0 + $(kv "$r" startup0)))
 		s1=$((s1 + $(kv "$r" tier1)))
 	done
 	peek "$s"
@@ -105,14 +107,16 @@ run_share()
 		"highest seen while running $((seen_max / K)) KiB; tier-1 charged $((charged1 / K)) KiB"
 	echo "   bounds: over 0 (at rest), $((in_flight / K)) KiB (in flight);" \
 		"under: refusals $((refusal / K)) KiB, stock $((stock / K)) KiB;" \
-		"unused stock now $(((charged - s0) / K)) KiB"
+		"start-up charges $((st0 / K)) KiB, unused stock now $(((charged - s0 - st0) / K)) KiB"
 	check "s0 <= MAX" "sum of tier-0 blocks within the tier-0 max"
 	check "peak <= MAX" "segment's tier-0 peak within the max"
 	check "charged <= MAX" "segment's tier-0 charge at rest within the max"
 	check "seen_max <= MAX + in_flight" "tier-0 charge read while running within max + in-flight bound"
 	check "charged == slotsum" "tier charge is the sum of the slots' charges"
 	check "charged > MAX - refusal" "tier 0 filled up to the refusal bound"
-	check "charged >= s0 && charged - s0 <= stock" "unused tier-0 stock within the bound"
+	check "st0 > 0" "the processes' start-up charges are in tier 0"
+	check "charged >= s0 + st0 && charged - s0 - st0 <= stock" \
+		"unused tier-0 stock within the bound"
 	check "s1 == P * T * PER_THREAD - s0" "the rest is in tier 1"
 	check "charged1 >= s1" "tier 1 charged with its blocks"
 	check "$(pk tier=0 steered_away) > 0" "allocations were steered away from tier 0"

@@ -2,10 +2,11 @@
 # visible), one per module. They need no NUMA hardware, no root and no LD_PRELOAD, so they also run
 # in a build configured with --enable-asan --enable-ubsan (the SANITIZED conditional).
 unit_tests = \
-	tests/unit/test_env tests/unit/test_topo tests/unit/test_sizeclass tests/unit/test_boot \
+	tests/unit/test_env tests/unit/test_topo tests/unit/test_sizeclass tests/unit/test_tcache tests/unit/test_boot \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
-	tests/unit/test_keep tests/unit/test_decay tests/unit/test_stress
+	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_locks tests/unit/test_decay tests/unit/test_stress \
+	tests/unit/test_access
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -28,10 +29,35 @@ tests_unit_test_sizeclass_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_sizeclass_CFLAGS = $(unit_cflags)
 tests_unit_test_sizeclass_LDADD = $(unit_ldadd)
 
+tests_unit_test_tcache_SOURCES = tests/unit/test_tcache.c tests/lib/test.h
+tests_unit_test_tcache_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_tcache_CFLAGS = $(unit_cflags)
+tests_unit_test_tcache_LDADD = $(unit_ldadd)
+
 tests_unit_test_boot_SOURCES = tests/unit/test_boot.c tests/lib/test.h
 tests_unit_test_boot_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_boot_CFLAGS = $(unit_cflags)
 tests_unit_test_boot_LDADD = $(unit_ldadd)
+
+tests_unit_test_lheap_SOURCES = tests/unit/test_lheap.c tests/lib/test.h
+tests_unit_test_lheap_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_lheap_CFLAGS = $(unit_cflags)
+tests_unit_test_lheap_LDADD = $(unit_ldadd)
+
+tests_unit_test_startup_SOURCES = tests/unit/test_startup.c tests/lib/test.h
+tests_unit_test_startup_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_startup_CFLAGS = $(unit_cflags)
+tests_unit_test_startup_LDADD = $(unit_ldadd)
+
+tests_unit_test_limits_SOURCES = tests/unit/test_limits.c tests/lib/test.h
+tests_unit_test_limits_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_limits_CFLAGS = $(unit_cflags)
+tests_unit_test_limits_LDADD = $(unit_ldadd)
+
+tests_unit_test_locks_SOURCES = tests/unit/test_locks.c tests/lib/test.h
+tests_unit_test_locks_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_locks_CFLAGS = $(unit_cflags)
+tests_unit_test_locks_LDADD = $(unit_ldadd)
 
 tests_unit_test_api_SOURCES = tests/unit/test_api.c tests/lib/test.h
 tests_unit_test_api_CPPFLAGS = $(unit_cppflags)
@@ -63,10 +89,10 @@ tests_unit_test_shm_fuzz_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_shm_fuzz_CFLAGS = $(unit_cflags)
 tests_unit_test_shm_fuzz_LDADD = $(unit_ldadd)
 
-# The agent's segment side (bpf/tally.c, bpf/segments.c) needs no BPF: always built.
-tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h bpf/tally.c \
-	bpf/segments.c bpf/agent.h
-tests_unit_test_agent_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/bpf
+# The agent's segment side (agent/tally.c, agent/segments.c) needs no BPF: always built.
+tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h agent/tally.c \
+	agent/segments.c agent/agent.h
+tests_unit_test_agent_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/bpf -I$(top_srcdir)/agent
 tests_unit_test_agent_CFLAGS = $(unit_cflags)
 tests_unit_test_agent_LDADD = $(unit_ldadd)
 
@@ -89,3 +115,8 @@ tests_unit_test_stress_SOURCES = tests/unit/test_stress.c tests/lib/test.h tests
 tests_unit_test_stress_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_stress_CFLAGS = $(unit_cflags)
 tests_unit_test_stress_LDADD = $(unit_ldadd)
+
+tests_unit_test_access_SOURCES = tests/unit/test_access.c tests/lib/test.h tests/lib/tiers.h
+tests_unit_test_access_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_access_CFLAGS = $(unit_cflags)
+tests_unit_test_access_LDADD = $(unit_ldadd)

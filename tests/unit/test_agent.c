@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The agent's side of the segments (bpf/tally.c, bpf/segments.c), without BPF: counts summed per
- * tier, the alarm's rule, the agent block's bounds checks, and publishing into forged segments in
- * a private tmpfs directory: only valid segments are written, never through a link, never the
+ * The agent's side of the segments (agent/tally.c, agent/segments.c), without BPF: counts summed
+ * per tier, the alarm's rule, the agent block's bounds checks, and publishing into forged segments
+ * in a private tmpfs directory: only valid segments are written, never through a link, never the
  * processes' own field, and an alarm wakes a worker sleeping on its slot's word through another
  * mapping of the file. Then the allocator's side: a pass that finds a new alarm reads the
  * cgroup's usage although the period is not over, and wakes the cgroup's other workers. The BPF
@@ -26,9 +26,10 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "shm.h"
+#include "internal.h"
+#include "quota/shm.h"
 #include "test.h"
-#include "tieralloc_bpf.h"
+#include "migrations.h"
 
 #define MiB ((uint64_t)1 << 20)
 #define CG  4242ull
@@ -122,7 +123,8 @@ static void test_block_bounds(void)
 	test_context("agent block: a good one");
 	expect_true(ta_shm_agent_block(h, TA_SHM_SEG_SIZE) == (void *)(seg + TA_SHM_AGENT_OFF));
 	test_context("agent block: past the end of the file");
-	expect_true(ta_shm_agent_block(h, TA_SHM_SEG_SIZE - 64) == NULL);
+	expect_true(ta_shm_agent_block(h, TA_SHM_AGENT_OFF + sizeof(struct ta_shm_agent) - 64) ==
+		    NULL);
 	h->agent_off = TA_SHM_SLOTS_OFF;
 	test_context("agent block: over the slots");
 	expect_true(ta_shm_agent_block(h, TA_SHM_SEG_SIZE) == NULL);
@@ -132,6 +134,31 @@ static void test_block_bounds(void)
 	h = forge(1, CG);
 	test_context("agent block: none before minor 2");
 	expect_true(ta_shm_agent_block(h, TA_SHM_SEG_SIZE) == NULL);
+
+	/* The access block (minor 3) is checked the same way. */
+	h = forge(3, CG);
+	h->access_off = TA_SHM_ACCESS_OFF;
+	h->access_size = sizeof(struct ta_shm_access);
+	test_context("access block: a good one");
+	expect_true(ta_shm_access_block(h, TA_SHM_SEG_SIZE) == (void *)(seg + TA_SHM_ACCESS_OFF));
+	test_context("access block: past the end of the file");
+	expect_true(ta_shm_access_block(h, TA_SHM_SEG_SIZE - 64) == NULL);
+	test_context("access block: misaligned or too small");
+	h->access_off = TA_SHM_ACCESS_OFF + 8;
+	expect_true(ta_shm_access_block(h, TA_SHM_SEG_SIZE) == NULL);
+	h->access_off = TA_SHM_ACCESS_OFF;
+	h->access_size = 64;
+	expect_true(ta_shm_access_block(h, TA_SHM_SEG_SIZE) == NULL);
+	h->access_size = sizeof(struct ta_shm_access);
+	h->access_off = TA_SHM_SLOTS_OFF;
+	test_context("access block: over the slots");
+	expect_true(ta_shm_access_block(h, TA_SHM_SEG_SIZE) == NULL);
+	h = forge(2, CG);
+	h->access_off = TA_SHM_ACCESS_OFF;
+	h->access_size = sizeof(struct ta_shm_access);
+	test_context("access block: none before minor 3");
+	expect_true(ta_shm_access_block(h, TA_SHM_SEG_SIZE) == NULL);
+	test_context("%s", "");
 }
 
 static char dir[64];

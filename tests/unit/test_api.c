@@ -7,6 +7,8 @@
  * The core initialises itself from its constructor, before main, with a clean environment (the
  * test re-executes itself without the caller's TIERALLOC_* variables).
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -434,7 +436,7 @@ static void test_usable_size(void)
 		int t = tieralloc_tier_of(p);
 		expect_true(p != NULL && t >= 0);
 		if (p != NULL && t >= 0)
-			expect_eq(ta_backend_usable_size((unsigned)t, p), classes[i]);
+			expect_eq(ta_lheap_usable((unsigned)t, p), classes[i]);
 		tieralloc_free(p);
 	}
 	test_context("%s", "");
@@ -481,8 +483,8 @@ static void test_tier_of(void)
 	tieralloc_free(large);
 	tieralloc_free(aligned);
 
-	/* Foreign pointers: the address table (src/large.c) has no record of them, and looking
-	 * reads nothing of theirs, not even at the start of their objects. */
+	/* Foreign pointers: the address table (src/alloc/large.c) has no record of them, and
+	 * looking reads nothing of theirs, not even at the start of their objects. */
 	test_context("tier_of, foreign");
 	char on_stack[256] __attribute__((aligned(64)));
 	memset(on_stack, 0, sizeof(on_stack));
@@ -682,6 +684,77 @@ static void test_tier_stats(void)
 	test_context("%s", "");
 }
 
+/*
+ * Threads that exit holding memory fold their counts into the tier while another thread reads
+ * the statistics: each exited thread's bytes are seen once, in its cache or folded, never twice
+ * (a reader that summed the caches and then read the folded count saw a thread that retired in
+ * between in both) and never not at all.
+ */
+enum { EXITERS = 2000, EXITER_BLOCKS = 4, EXITER_BLOCK = 4096 };
+static void *exiter_blocks[EXITERS][EXITER_BLOCKS];
+static atomic_bool exiters_done;
+static _Atomic unsigned exiters_started;
+static uint64_t exiters_base;
+static unsigned over_reads, under_reads, reads;
+
+static void *exiter(void *arg)
+{
+	void **mine = arg;
+	for (unsigned i = 0; i < EXITER_BLOCKS; i++)
+		mine[i] = tieralloc_malloc(EXITER_BLOCK);
+	return NULL;
+}
+
+/* Each read against what can be live: at least the threads joined before it (the count read
+ * first), at most the threads started when it ended (the count read after). */
+static void *stats_reader(void *arg)
+{
+	(void)arg;
+	const uint64_t per_thread = (uint64_t)EXITER_BLOCKS * EXITER_BLOCK;
+	while (!atomic_load(&exiters_done)) {
+		unsigned before = atomic_load(&exiters_started);
+		uint64_t live = stats(0).bytes_live;
+		unsigned after = atomic_load(&exiters_started);
+		reads++;
+		/* The thread started last may not have run yet: before - 1 had exited. */
+		if (before > 0 && live < exiters_base + (before - 1) * per_thread)
+			under_reads++;
+		if (live > exiters_base + after * per_thread)
+			over_reads++;
+	}
+	return NULL;
+}
+
+static void test_stats_threads_exiting(void)
+{
+	tieralloc_free(tieralloc_malloc(1));
+	exiters_base = stats(0).bytes_live;
+	const uint64_t held = (uint64_t)EXITERS * EXITER_BLOCKS * EXITER_BLOCK;
+	pthread_t reader;
+	if (pthread_create(&reader, NULL, stats_reader, NULL) != 0)
+		test_hard("pthread_create");
+	for (unsigned i = 0; i < EXITERS; i++) {
+		pthread_t th;
+		atomic_fetch_add(&exiters_started, 1);
+		if (pthread_create(&th, NULL, exiter, exiter_blocks[i]) != 0)
+			test_hard("pthread_create");
+		pthread_join(th, NULL);
+	}
+	atomic_store(&exiters_done, true);
+	pthread_join(reader, NULL);
+	printf("threads exiting: %u reads, %u above what was live, %u below\n", reads, over_reads,
+	       under_reads);
+	test_context("tier_stats while %d threads exit holding memory", EXITERS);
+	expect_eq(over_reads, 0);
+	expect_eq(under_reads, 0);
+	expect_eq(stats(0).bytes_live, exiters_base + held);
+	for (unsigned i = 0; i < EXITERS; i++)
+		for (unsigned k = 0; k < EXITER_BLOCKS; k++)
+			tieralloc_free(exiter_blocks[i][k]);
+	expect_eq(stats(0).bytes_live, exiters_base);
+	test_context("%s", "");
+}
+
 static void test_ctl(void)
 {
 	uint32_t u32;
@@ -836,7 +909,7 @@ static void test_explicit_tier(void)
 	test_context("%s", "");
 }
 
-/* Large objects' records live in an address table (src/large.c): a second free of one is
+/* Large objects' records live in an address table (src/alloc/large.c): a second free of one is
  * refused, and threads allocating, growing and freeing them at once never see each other's. */
 static void test_large_double_free(void)
 {
@@ -990,6 +1063,7 @@ int main(int argc, char **argv)
 	test_tier_of();
 	test_tier_info();
 	test_tier_stats();
+	test_stats_threads_exiting();
 	test_ctl();
 	test_explicit_tier();
 	test_large_double_free();

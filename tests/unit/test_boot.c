@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The bootstrap allocator (src/boot.c) that serves calls made before and during initialisation:
- * alignment, zeroed memory (calloc before init relies on it), ownership by address, growth past
- * the static 1 MiB region into mmap'd extensions, concurrent bumping, and how the rest of the
- * malloc family treats its pointers (free ignores them, realloc moves them out).
+ * The bootstrap allocator (src/alloc/boot.c) that serves calls made before and during
+ * initialisation: alignment, zeroed memory (calloc before init relies on it), ownership by address,
+ * growth past the static 1 MiB region into mmap'd extensions, concurrent bumping, and how the rest
+ * of the malloc family treats its pointers (free ignores them, realloc moves them out).
  */
 #include <pthread.h>
 

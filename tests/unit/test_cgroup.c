@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The memory cgroup (src/cgroup.c) against fixture trees built in a temp dir, one per case:
+ * The memory cgroup (src/quota/cgroup.c) against fixture trees built in a temp dir, one per case:
  * proc/self/{cgroup,mountinfo} and the sys/fs/cgroup/... files, written next to the assertions.
  * Cases: cgroup v2, v1, hybrid (v1 memory wins), none, container mounts whose root is the cgroup,
  * escaped paths, garbage and truncated files, over-long paths; limits ("max", numbers, missing
@@ -11,7 +11,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 
-#include "cgroup.h"
+#include "quota/cgroup.h"
 #include "internal.h"
 #include "test.h"
 

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Enforcement (src/enforce.c, demote.c, cold.c): the plan as a pure function over readings, and
- * demotion's bookkeeping on a real heap. Any host can run the second part: TIERALLOC_TIERS="0;0"
- * makes two tiers of node 0, so mbind(MPOL_MF_MOVE) moves nothing but every other step (choice of
- * ranges, retagging chunks, moving charges, large objects freed mid-demotion) is the real one.
- * The kernel side (pages really changing nodes) is tests/guest/enforce.sh.
+ * Enforcement (src/enforce/enforce.c, demote.c, cold.c): the plan as a pure function over readings,
+ * and demotion's bookkeeping on a real heap. Any host can run the second part:
+ * TIERALLOC_TIERS="0;0" makes two tiers of node 0, so mbind(MPOL_MF_MOVE) moves nothing but every
+ * other step (choice of ranges, retagging chunks, moving charges, large objects freed mid-demotion)
+ * is the real one. The kernel side (pages really changing nodes) is tests/guest/enforce.sh.
  */
 #include <pthread.h>
 
 #include "internal.h"
-#include "shm.h"
+#include "quota/shm.h"
 #include "test.h"
 #include "tiers.h"
 
@@ -197,6 +197,7 @@ static void *other_thread(void *arg)
 
 static void test_demote(void)
 {
+	backend_started();
 	tieralloc_ctl_set("thread.flush", NULL, 0);
 	uint64_t base0 = charged(0), base1 = charged(1), live_base = live(0) + live(1);
 	for (unsigned i = 0; i < NSMALL; i++) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * TIERALLOC_* parsing (src/env.c), table-driven: every option with good and bad values. The
+ * TIERALLOC_* parsing (src/base/env.c), table-driven: every option with good and bad values. The
  * contract under test is the one users see: a bad value costs exactly one warning line on stderr,
  * keeps the option's default and counts one error (what TIERALLOC_STRICT acts on); an unknown
  * TIERALLOC_* name warns once too. ta_env_parse takes an envp array, so no re-exec is needed.
@@ -14,6 +14,8 @@
 static const struct ta_options defaults = {
 	.log_level = TA_LOG_WARN,
 	.charge_batch = 256 * KiB,
+	.access = TA_ACCESS_SOFT_DIRTY,
+	.access_period_ms = 1000,
 };
 
 struct parsed {
@@ -69,6 +71,8 @@ static void parse1(const char *var, struct parsed *r)
 		expect_eq((o)->on_full, defaults.on_full);                                         \
 		expect_eq((o)->enforce, defaults.enforce);                                         \
 		expect_eq((o)->promotion, defaults.promotion);                                     \
+		expect_eq((o)->access, defaults.access);                                           \
+		expect_eq((o)->access_period_ms, defaults.access_period_ms);                       \
 		expect_eq((o)->nerrors, (errors));                                                 \
 	} while (0)
 
@@ -269,6 +273,53 @@ static void test_charge_batch(void)
 		expect_bad(&r, var);
 		expect_true(strstr(r.err, bad[i].why) != NULL);
 	}
+}
+
+/* TIERALLOC_ACCESS_PERIOD: milliseconds, or seconds with an s. */
+static void test_access_period(void)
+{
+	static const struct {
+		const char *value;
+		uint64_t ms;
+	} good[] = { { "100", 100 },	 { "100ms", 100 },	   { "1s", 1000 },
+		     { "2500ms", 2500 }, { "3600s", 3600 * 1000 }, { "0250", 250 } };
+	static const char *const bad[] = { "",
+					   "99",
+					   "0",
+					   "3601s",
+					   "1.5s",
+					   "1m",
+					   "s",
+					   "1 s",
+					   "-1s",
+					   "1S",
+					   "99999999999999999999s" };
+	char var[128];
+	struct parsed r;
+	for (unsigned i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		test_context("TIERALLOC_ACCESS_PERIOD=%s", good[i].value);
+		snprintf(var, sizeof(var), "TIERALLOC_ACCESS_PERIOD=%s", good[i].value);
+		parse1(var, &r);
+		expect_good(&r);
+		expect_eq(r.opts.access_period_ms, good[i].ms);
+	}
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		test_context("TIERALLOC_ACCESS_PERIOD=%s", bad[i]);
+		snprintf(var, sizeof(var), "TIERALLOC_ACCESS_PERIOD=%s", bad[i]);
+		parse1(var, &r);
+		expect_bad(&r, var);
+		expect_true(strstr(r.err, "expected 100ms..3600s") != NULL);
+		expect_eq(r.opts.access_period_ms, 1000);
+	}
+	test_context("TIERALLOC_ACCESS");
+	parse1("TIERALLOC_ACCESS=age", &r);
+	expect_good(&r);
+	expect_eq(r.opts.access, TA_ACCESS_AGE);
+	parse1("TIERALLOC_ACCESS=dirty", &r);
+	expect_bad(&r, "TIERALLOC_ACCESS=dirty");
+	expect_true(strstr(r.err, "expected soft-dirty or age") != NULL);
+	expect_eq(r.opts.access, TA_ACCESS_SOFT_DIRTY);
+	test_context("%s", "");
 }
 
 /* A bad value longer than a log line: still one warning line, cut short. */
@@ -515,11 +566,12 @@ static void test_mixed(void)
  * (ta_opt_render is what "opt.<name>" and TIERALLOC_SHOW_CONFIG print). */
 static void test_table(void)
 {
-	static const char *const rendered[] = { "0", "0",      "0",	   "warn", "",
-						"",  "262144", "",	   "",	   "",
-						"",  "lowest", "deferred", "gated" };
-	expect_eq(ta_opt_count, 14);
-	for (unsigned i = 0; i < ta_opt_count && i < 14; i++) {
+	static const char *const rendered[] = { "0",	    "0",     "0",	   "warn",
+						"",	    "",	     "262144",	   "",
+						"",	    "",	     "",	   "lowest",
+						"deferred", "gated", "soft-dirty", "1000ms" };
+	expect_eq(ta_opt_count, 16);
+	for (unsigned i = 0; i < ta_opt_count && i < 16; i++) {
 		const struct ta_opt_desc *d = &ta_opt_table[i];
 		test_context("table row %s", d->name);
 		for (unsigned k = 0; k < i; k++)
@@ -539,6 +591,44 @@ static void test_table(void)
 	}
 }
 
+/* The table is the one source of the defaults: parsing nothing gives them, every row names a
+ * field of its own, of the size its type writes. */
+static void test_table_fields(void)
+{
+	test_context("no variables");
+	const char *none[] = { NULL };
+	struct parsed r;
+	parse(none, &r);
+	expect_defaults(&r.opts, 0);
+	expect_eq(r.lines, 0);
+	for (unsigned i = 0; i < ta_opt_count; i++) {
+		const struct ta_opt_desc *d = &ta_opt_table[i];
+		test_context("table row %s: its field", d->name);
+		expect_le(d->offset + d->size, sizeof(struct ta_options));
+		for (unsigned k = 0; k < i; k++)
+			expect_ne(ta_opt_table[k].offset, d->offset);
+		switch (d->type) {
+		case TA_OPT_BOOL:
+			expect_eq(d->size, sizeof(bool));
+			break;
+		case TA_OPT_LEVEL:
+		case TA_OPT_ENUM:
+			expect_eq(d->size, sizeof(int));
+			expect_true(d->words != NULL && d->words[0] != NULL);
+			break;
+		case TA_OPT_SIZE:
+		case TA_OPT_MS:
+			expect_eq(d->size, sizeof(uint64_t));
+			expect_true(d->min <= d->max && d->max > 0);
+			break;
+		case TA_OPT_STRING:
+			expect_ge(d->size, 2);
+			break;
+		}
+	}
+	test_context("%s", "");
+}
+
 int main(int argc, char **argv)
 {
 	test_reexec_with_env(argv, NULL);
@@ -546,6 +636,7 @@ int main(int argc, char **argv)
 	test_enums();
 	test_log_level();
 	test_charge_batch();
+	test_access_period();
 	test_long_value();
 	test_parse_size();
 	test_strings();
@@ -554,5 +645,6 @@ int main(int argc, char **argv)
 	test_shm_name();
 	test_mixed();
 	test_table();
+	test_table_fields();
 	return test_done();
 }

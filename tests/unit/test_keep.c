@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Freed large objects kept for reuse (src/keep.c): their pages stay with the tier's kind and their
- * bytes stay charged to the tier; a large allocation takes its charge from what is kept; what is
- * kept is given back (purged, uncharged) past its bound, under quota pressure and with age. Two
+ * Freed large objects kept for reuse (src/alloc/keep.c): their pages stay with the tier's kind and
+ * their bytes stay charged to the tier; a large allocation takes its charge from what is kept; what
+ * is kept is given back (purged, uncharged) past its bound, under quota pressure and with age. Two
  * logical tiers on node 0 (TIERALLOC_TIERS="0;0").
  */
 #include <time.h>
@@ -112,6 +112,36 @@ static void test_pressure(void)
 	test_context("%s", "");
 }
 
+/* Freed pages left over when a block did not fit in them are kept only within the tier's room. */
+static void test_no_room(void)
+{
+	test_context("freed pages beyond the tier's room go back");
+	set_limit(0, UINT64_MAX);
+	ta_keep_release(0);
+	char *a = tieralloc_malloc_tier(0, 4 * MiB);
+	char *guard = tieralloc_malloc_tier(0, 128 * KiB);
+	touch(a, 4 * MiB);
+	tieralloc_free(a);
+	expect_ge(ta_keep_bytes(0), 4 * MiB);
+	uint64_t released = ta_keep_released(0);
+	/* No room above what tier 0 holds now. An explicit request is placed whatever the limit
+	 * and takes the kept charge, but not the kept pages: 8 MiB do not fit in a's 4. Those
+	 * pages are then held without a charge the quota allows: they go back. */
+	set_limit(0, charged(0));
+	char *b = tieralloc_malloc_tier(0, 8 * MiB);
+	expect_true(b != NULL && b != a);
+	expect_eq(ta_keep_bytes(0), 0);
+	expect_eq(ta_lheap_dirty(0), 0);
+	expect_ge(ta_keep_released(0), released + 4 * MiB);
+	/* Within the room, they stay. */
+	set_limit(0, UINT64_MAX);
+	tieralloc_free(b);
+	expect_ge(ta_keep_bytes(0), 8 * MiB);
+	tieralloc_free(guard);
+	ta_keep_release(0);
+	test_context("%s", "");
+}
+
 /* Kept over a second with nothing kept since: given back by the next slow path. */
 static void test_age(void)
 {
@@ -142,6 +172,7 @@ int main(int argc, char **argv)
 	test_reuse();
 	test_bound();
 	test_pressure();
+	test_no_room();
 	test_age();
 	return test_done();
 }

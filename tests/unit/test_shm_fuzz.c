@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A bounded fuzzer of the shared segment (src/shm.c) against a writer of the same user, who may
- * write anything into the file at any time (README "Security and trust"). Each case runs in a
+ * A bounded fuzzer of the shared segment (src/quota/shm.c) against a writer of the same user, who
+ * may write anything into the file at any time (README "Security and trust"). Each case runs in a
  * forked child that attaches with ta_shm_attach and then charges, uncharges, refreshes, takes
  * dead slots back and wakes the others, as the allocator does; the child must exit 0, whatever
  * the segment held. Any crash (SIGSEGV, SIGBUS) fails the test.
@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shm.h"
+#include "quota/shm.h"
 #include "test.h"
 
 #define ATTACH_CASES 300
@@ -55,6 +55,8 @@ static void fill_valid(void)
 	h->tiers_off = TA_SHM_TIERS_OFF;
 	h->agent_off = TA_SHM_AGENT_OFF;
 	h->agent_size = sizeof(struct ta_shm_agent);
+	h->access_off = TA_SHM_ACCESS_OFF;
+	h->access_size = sizeof(struct ta_shm_access);
 	atomic_store(&h->ntiers, ta_ntiers);
 	struct ta_shm_tier *t = (struct ta_shm_tier *)(seg + TA_SHM_TIERS_OFF);
 	for (unsigned i = 0; i < ta_ntiers; i++) {

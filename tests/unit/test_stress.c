@@ -112,6 +112,7 @@ int main(int argc, char **argv)
 	if (tieralloc_tier_count() != 2)
 		test_skip("TIERALLOC_TIERS=\"0;0\" did not give two tiers (%d)",
 			  tieralloc_tier_count());
+	backend_started();
 	settle();
 	uint64_t base0 = charged(0), base1 = charged(1), live_base = live(0) + live(1);
 	pthread_t th[THREADS], mv;

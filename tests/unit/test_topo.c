@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tier discovery (src/topo.c) against sysfs fixtures built in a temp dir, one tree per case, so
- * that each case's machine is described next to its assertions: nodes with their memory and CPUs,
- * the kernel's memory tiers, and TIERALLOC_TIERS / TIERALLOC_PROCESS_LIMIT strings, good and bad.
- * Also the numactl node-list parser and formatter the rest depends on.
+ * Tier discovery (src/base/topo.c) against sysfs fixtures built in a temp dir, one tree per case,
+ * so that each case's machine is described next to its assertions: nodes with their memory and
+ * CPUs, the kernel's memory tiers, and TIERALLOC_TIERS / TIERALLOC_PROCESS_LIMIT strings, good and
+ * bad. Also the numactl node-list parser and formatter the rest depends on.
  */
 #include <ftw.h>
 #include <limits.h>

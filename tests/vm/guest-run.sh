@@ -723,6 +723,11 @@ include_layer()
 			sed -n -e 's/^.* => \(\/[^ ]*\) (0x[0-9a-f]*)$/\1/p' \
 				-e 's/^[[:space:]]*\(\/[^ ]*\) (0x[0-9a-f]*)$/\1/p' |
 			sort -u | while IFS= read -r r; do walk_path "$r"; done
+		# Loaded with dlopen, which ldd does not see: libnuma, which tieralloc's preload
+		# loads when memkind starts (src/alloc/memkind_link.c).
+		ldconfig -p 2>/dev/null |
+			sed -n 's/^[[:space:]]*libnuma\.so\.1 (libc6,x86-64) => \(\/.*\)$/\1/p' |
+			while IFS= read -r r; do walk_path "$r"; done
 	} | awk '!seen[$0]++' >"$list.all"
 	if [[ $verbose == 1 ]]; then
 		xargs -0 -r ldd <"$elfs" 2>/dev/null | grep 'not found' | sort -u |

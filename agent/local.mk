@@ -1,0 +1,21 @@
+# tierallocd, the privileged agent (issue 6): loads bpf/migrations.bpf.c, publishes its counts
+# into the containers' segments, raises their alarms. Built with the BPF program (HAVE_BPF).
+EXTRA_DIST += agent/tierallocd.service.in
+if HAVE_BPF
+sbin_PROGRAMS = agent/tierallocd
+agent_tierallocd_SOURCES = agent/tierallocd.c agent/agent.h agent/tally.c agent/segments.c \
+	bpf/migrations.h src/quota/shm_abi.c
+nodist_agent_tierallocd_SOURCES = bpf/migrations.skel.h
+agent_tierallocd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/bpf -I$(top_srcdir)/bpf \
+	-I$(top_srcdir)/agent
+agent_tierallocd_CFLAGS = $(AM_CFLAGS) $(LIBBPF_CFLAGS)
+agent_tierallocd_LDADD = $(LIBBPF_LIBS)
+CLEANFILES += agent/tierallocd.service
+
+# The systemd unit, with the installed path of the agent.
+systemdunitdir = $(prefix)/lib/systemd/system
+systemdunit_DATA = agent/tierallocd.service
+agent/tierallocd.service: $(top_srcdir)/agent/tierallocd.service.in
+	@$(MKDIR_P) agent
+	$(AM_V_GEN)sed 's|@sbindir[@]|$(sbindir)|g' $< >$@
+endif

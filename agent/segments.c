@@ -1,0 +1,800 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's side of the shared segments: it finds every tieralloc segment on the machine and
+ * writes the kernel's migrations of the segment's cgroup into its agent block (ABI minor 2).
+ *
+ * Where: /dev/shm, and the /dev/shm of every other mount namespace, through /proc/<pid>/root
+ * (a container's /dev/shm is its own tmpfs, out of sight of the host's).
+ *
+ * The segments belong to their containers' users, and the agent is root, so it trusts nothing in
+ * them:
+ * - a file is looked at without following links (O_PATH), opened only if it is a regular, singly
+ *   linked file on tmpfs, and taken only if its header validates; offsets and sizes are taken
+ *   once, then bounds-checked;
+ * - it is read and written with pread/pwrite, never through a mapping: its owner may truncate
+ *   it at any time, and a mapped access past the end would kill the agent with SIGBUS. The one
+ *   mapping (read-only) only gives the futex words an address, which the kernel resolves;
+ * - the agent writes only its own fields (never alarm_taken, which the processes swap).
+ *
+ * And any user can make files named tieralloc-*, as many as their tmpfs holds, so the work is
+ * bounded (struct ta_agent_limits) and one user's files cannot crowd out another's:
+ * - a directory entry costs one fstatat per rescan; only then is a file opened, and of a file only
+ *   the header, tier records and agent block are read (its slots too when a limit is reached),
+ *   never the whole file;
+ * - files opened per rescan are counted per owner and per directory; root's are not (only root
+ *   makes them), the rest wait for a later rescan;
+ * - a file that was refused (invalid, or over a limit) is remembered by inode, size and times,
+ *   and not opened again for a number of rescans unless it changes;
+ * - segments kept are capped in all and per owner other than root (each holds a descriptor; the
+ *   agent raises its descriptor limit to fit). At a cap, a better segment replaces a worse one:
+ *   root's before others', one whose slots hold a live process of the file's owner (pid and start
+ *   time checked in the /proc of the segment's namespace) before one without.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "quota/shm.h"
+
+#define MAX_SEGMENT_BYTES (1u << 20)
+#define MAX_TIER_SIZE	  512 /* larger tier records are refused (publish reads them on the stack) */
+#define SLOTS_READ_MAX	  65536
+#define BUCKETS		  4096
+
+_Static_assert(sizeof(struct ta_shm_header) + TA_SHM_MAX_TIERS * MAX_TIER_SIZE +
+		       sizeof(struct ta_shm_agent) <=
+		   4096,
+	       "what is read of a file fits TA_AGENT_READ_MAX");
+
+const struct ta_agent_limits ta_agent_default_limits = {
+	.max_segments = 1024,
+	.max_per_uid = 32,
+	.opens_per_uid = 8,
+	.opens_per_dir = 256,
+	.retry_rescans = 30, /* a minute at the default 2 s */
+	.max_refused = 65536,
+};
+
+/* A file's identity and version: a refused one is looked at again when any of it changes. */
+struct file_id {
+	dev_t dev;
+	ino_t ino;
+	uid_t owner;
+	off_t size;
+	struct timespec mtime, ctime;
+};
+
+static struct file_id file_id_of(const struct stat *st)
+{
+	return (struct file_id){ st->st_dev,  st->st_ino,  st->st_uid,
+				 st->st_size, st->st_mtim, st->st_ctim };
+}
+
+static bool same_version(const struct file_id *a, const struct file_id *b)
+{
+	return a->size == b->size && a->mtime.tv_sec == b->mtime.tv_sec &&
+	       a->mtime.tv_nsec == b->mtime.tv_nsec && a->ctime.tv_sec == b->ctime.tv_sec &&
+	       a->ctime.tv_nsec == b->ctime.tv_nsec && a->owner == b->owner;
+}
+
+struct segment {
+	struct segment *next;
+	int fd;
+	struct file_id id;
+	const char *map; /* PROT_READ: addresses for FUTEX_WAKE only, never dereferenced */
+	size_t size;
+	char path[200];
+	char proc[200]; /* the /proc of its processes' pid namespace */
+	bool seen;
+	unsigned live_round; /* the rescan whose liveness check live holds, 0: none */
+	bool live;
+	/* Taken from the header once, when it validated. */
+	uint64_t cgroup_id;
+	unsigned ntiers;
+	uint64_t nodes[TA_SHM_MAX_TIERS];
+	uint32_t tiers_off, tier_size, slots_off, slot_size, max_slots, agent_off;
+	/* What the agent wrote last (any write: for the alarm), and at its last periodic write
+	 * (for the rates, which an alert's write in between would make noisy). */
+	bool have_prev;
+	uint64_t prev[TA_SHM_MAX_TIERS][TA_AGENT_NKINDS];
+	uint64_t rate_base[TA_SHM_MAX_TIERS][TA_AGENT_NKINDS];
+	uint64_t rate_base_ns;
+	uint64_t rate[TA_SHM_MAX_TIERS][TA_AGENT_NKINDS];
+	uint64_t seq, alarm;
+};
+
+/* A file that was opened and not kept. */
+struct refused {
+	struct refused *next;
+	struct file_id id;
+	unsigned until; /* looked at again from this rescan on */
+	bool seen;
+};
+
+/* Per owner: segments kept, files opened this rescan. */
+struct owner {
+	struct owner *next;
+	uid_t uid;
+	unsigned kept, opened;
+};
+
+struct ta_agent_segments {
+	const char *const *dirs;
+	bool scan_proc;
+	struct segment *list;
+	uint64_t started_ns;
+	struct ta_agent_limits limits;
+	unsigned round, nkept, nrefused;
+	struct ta_agent_scan_stats cur, last;
+	struct refused *refused[BUCKETS];
+	struct owner *owners[BUCKETS];
+};
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static unsigned bucket(dev_t dev, ino_t ino)
+{
+	uint64_t h = ((uint64_t)ino * 0x9e3779b97f4a7c15ull) ^ (uint64_t)dev;
+	return (unsigned)(h >> 40) % BUCKETS;
+}
+
+static struct segment *find(struct ta_agent_segments *set, dev_t dev, ino_t ino)
+{
+	for (struct segment *s = set->list; s != NULL; s = s->next)
+		if (s->id.dev == dev && s->id.ino == ino)
+			return s;
+	return NULL;
+}
+
+static struct owner *owner_of(struct ta_agent_segments *set, uid_t uid)
+{
+	struct owner **head = &set->owners[uid % BUCKETS];
+	for (struct owner *o = *head; o != NULL; o = o->next)
+		if (o->uid == uid)
+			return o;
+	struct owner *o = calloc(1, sizeof(*o));
+	if (o != NULL) {
+		o->uid = uid;
+		o->next = *head;
+		*head = o;
+	}
+	return o;
+}
+
+/* ---- refused files ---- */
+
+static struct refused **refused_link(struct ta_agent_segments *set, const struct file_id *id)
+{
+	struct refused **p = &set->refused[bucket(id->dev, id->ino)];
+	while (*p != NULL && ((*p)->id.dev != id->dev || (*p)->id.ino != id->ino))
+		p = &(*p)->next;
+	return p;
+}
+
+/* Whether the file is one refused lately, unchanged since (it counts as seen then). */
+static bool refused_lately(struct ta_agent_segments *set, const struct file_id *id)
+{
+	struct refused **p = refused_link(set, id);
+	struct refused *r = *p;
+	if (r == NULL)
+		return false;
+	if (same_version(&r->id, id) && set->round < r->until) {
+		r->seen = true;
+		return true;
+	}
+	*p = r->next;
+	free(r);
+	set->nrefused--;
+	return false;
+}
+
+/* Remember a file opened and not kept, so that it is not opened again for a while. */
+static void remember(struct ta_agent_segments *set, const struct file_id *id)
+{
+	struct refused **p = refused_link(set, id);
+	if (*p == NULL) {
+		if (set->nrefused >= set->limits.max_refused)
+			return; /* not remembered: opened again, within the budgets */
+		*p = calloc(1, sizeof(**p));
+		if (*p == NULL)
+			return;
+		set->nrefused++;
+	}
+	(*p)->id = *id;
+	(*p)->until = set->round + set->limits.retry_rescans;
+	(*p)->seen = true;
+}
+
+static void refuse(struct ta_agent_segments *set, const struct file_id *id)
+{
+	set->cur.refused++;
+	remember(set, id);
+}
+
+/* ---- liveness ---- */
+
+/* The start time (field 22) and owner of <proc>/<pid>; false if there is no such process. */
+static bool proc_stat(const char *proc, uint32_t pid, uint64_t *start, uid_t *uid)
+{
+	char path[256], text[1024];
+	if ((size_t)snprintf(path, sizeof(path), "%s/%u/stat", proc, pid) >= sizeof(path))
+		return false;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return false;
+	struct stat st;
+	ssize_t n = fstat(fd, &st) == 0 ? read(fd, text, sizeof(text) - 1) : -1;
+	close(fd);
+	if (n <= 0)
+		return false;
+	text[n] = '\0';
+	/* The command (field 2) may hold spaces and ')': count from the last ')'. */
+	const char *p = strrchr(text, ')');
+	if (p == NULL)
+		return false;
+	unsigned field = 2;
+	for (; *p != '\0' && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	uint64_t v = 0;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	*start = v;
+	*uid = st.st_uid;
+	return true;
+}
+
+/* Whether a slot of the file holds a live process of the file's owner: its pid, with the start
+ * time the slot recorded, in the /proc of the segment's namespace. */
+static bool slots_live(struct ta_agent_segments *set, int fd, const struct file_id *id,
+		       const char *proc, uint32_t slots_off, uint32_t slot_size, uint32_t nslots)
+{
+	size_t len = (size_t)nslots * slot_size;
+	if (len > SLOTS_READ_MAX)
+		return false;
+	char *slots = malloc(len);
+	bool live = false;
+	if (slots == NULL || pread(fd, slots, len, slots_off) != (ssize_t)len) {
+		free(slots);
+		return false;
+	}
+	set->cur.bytes_read += len;
+	for (unsigned i = 0; i < nslots && !live; i++) {
+		const struct ta_shm_slot *slot = (const void *)(slots + (size_t)i * slot_size);
+		uint32_t pid = atomic_load(&((struct ta_shm_slot *)slot)->pid);
+		uint64_t want = atomic_load(&((struct ta_shm_slot *)slot)->start_time), start;
+		uid_t uid;
+		if (pid == 0 || pid > INT32_MAX || want == 0)
+			continue;
+		live = proc_stat(proc, pid, &start, &uid) && start == want && uid == id->owner;
+	}
+	free(slots);
+	return live;
+}
+
+static bool segment_live(struct ta_agent_segments *set, struct segment *s)
+{
+	if (s->live_round != set->round) {
+		s->live = slots_live(set, s->fd, &s->id, s->proc, s->slots_off, s->slot_size,
+				     s->max_slots);
+		s->live_round = set->round;
+	}
+	return s->live;
+}
+
+/* Which segment to keep first: root's, then one with live processes. */
+static unsigned rank(uid_t owner, bool live)
+{
+	return (owner == 0 ? 2u : 0u) + (live ? 1u : 0u);
+}
+
+/* ---- finding segments ---- */
+
+/* Read len bytes at off into buf, counted. */
+static bool read_at(struct ta_agent_segments *set, int fd, void *buf, size_t len, uint64_t off)
+{
+	if (pread(fd, buf, len, (off_t)off) != (ssize_t)len)
+		return false;
+	set->cur.bytes_read += len;
+	return true;
+}
+
+/* Read and check the header, the tiers' node masks and the agent block; fill the snapshot. */
+static bool take_header(struct ta_agent_segments *set, struct segment *s)
+{
+	struct ta_shm_header h;
+	const char *why = NULL;
+	if (!read_at(set, s->fd, &h, sizeof(h), 0) || atomic_load(&h.state) != TA_SHM_READY ||
+	    ta_shm_validate(&h, s->size, &why) != 0 || ta_shm_agent_block(&h, s->size) == NULL ||
+	    h.tier_size > MAX_TIER_SIZE)
+		return false;
+	s->cgroup_id = h.cgroup_id;
+	s->ntiers = atomic_load(&h.ntiers);
+	if (s->ntiers > TA_SHM_MAX_TIERS)
+		s->ntiers = TA_SHM_MAX_TIERS;
+	s->tiers_off = h.tiers_off;
+	s->tier_size = h.tier_size;
+	s->slots_off = h.slots_off;
+	s->slot_size = h.slot_size;
+	s->max_slots = h.max_slots < TA_SHM_MAX_SLOTS ? h.max_slots : TA_SHM_MAX_SLOTS;
+	s->agent_off = h.agent_off;
+	/* Go on from what an earlier agent wrote: the processes compare the alarm with the last
+	 * one they took, so it must not repeat a value. */
+	struct ta_shm_agent agent;
+	if (!read_at(set, s->fd, &agent, sizeof(agent), s->agent_off))
+		return false;
+	s->seq = atomic_load(&agent.seq);
+	s->alarm = atomic_load(&agent.alarm);
+	char tiers[TA_SHM_MAX_TIERS * MAX_TIER_SIZE];
+	size_t tiers_len = (size_t)s->ntiers * s->tier_size;
+	if (!read_at(set, s->fd, tiers, tiers_len, s->tiers_off))
+		return false;
+	for (unsigned t = 0; t < s->ntiers; t++) {
+		struct ta_shm_tier *r = (void *)(tiers + (size_t)t * s->tier_size);
+		s->nodes[t] = atomic_load(&r->nodes);
+	}
+	return true;
+}
+
+static void segment_free(struct segment *s)
+{
+	if (s->map != NULL)
+		munmap((void *)s->map, s->size);
+	close(s->fd);
+	free(s);
+}
+
+/* Stop keeping s (it was replaced by a better one): remembered as refused. */
+static void evict(struct ta_agent_segments *set, struct segment *s, bool verbose)
+{
+	for (struct segment **p = &set->list; *p != NULL; p = &(*p)->next)
+		if (*p == s) {
+			*p = s->next;
+			break;
+		}
+	struct owner *o = owner_of(set, s->id.owner);
+	if (o != NULL && o->kept > 0)
+		o->kept--;
+	set->nkept--;
+	set->cur.evicted++;
+	if (verbose)
+		printf("tierallocd: segment %s: dropped for a segment with live processes\n",
+		       s->path);
+	/* As it is now: the agent's own writes changed its times since it was opened. */
+	struct stat st;
+	if (fstat(s->fd, &st) == 0 && st.st_ino == s->id.ino && st.st_dev == s->id.dev)
+		s->id = file_id_of(&st);
+	remember(set, &s->id);
+	segment_free(s);
+}
+
+/* A kept segment to give up for one of rank r: one ranked below r, of that owner only when
+ * owner_only; NULL if none. Liveness is checked (once per rescan) only where it decides. */
+static struct segment *victim(struct ta_agent_segments *set, unsigned r, bool owner_only,
+			      uid_t owner)
+{
+	for (struct segment *s = set->list; s != NULL; s = s->next) {
+		if ((owner_only && s->id.owner != owner) || rank(s->id.owner, false) >= r)
+			continue;
+		if (rank(s->id.owner, segment_live(set, s)) < r)
+			return s;
+	}
+	return NULL;
+}
+
+/* Whether a segment of this owner, if valid and live, could be kept. */
+static bool could_keep(struct ta_agent_segments *set, struct owner *o, uid_t uid)
+{
+	if (uid != 0 && o->kept >= set->limits.max_per_uid &&
+	    victim(set, rank(uid, true), true, uid) == NULL)
+		return false;
+	return set->nkept < set->limits.max_segments ||
+	       victim(set, rank(uid, true), false, uid) != NULL;
+}
+
+static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, const char *proc,
+		     const char *name, unsigned *dir_opened, bool verbose)
+{
+	/* First what costs no open: type, links, size, owner, and whether it is known. */
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_nlink != 1 || st.st_size < (off_t)sizeof(struct ta_shm_header) ||
+	    st.st_size > MAX_SEGMENT_BYTES)
+		return;
+	struct segment *known = find(set, st.st_dev, st.st_ino);
+	if (known != NULL) {
+		known->seen = true;
+		return;
+	}
+	struct file_id id = file_id_of(&st);
+	if (refused_lately(set, &id))
+		return;
+	struct owner *o = owner_of(set, st.st_uid);
+	if (o == NULL)
+		return;
+	if (!could_keep(set, o, st.st_uid)) {
+		refuse(set, &id); /* a limit is reached with nothing it could replace */
+		return;
+	}
+	if (st.st_uid != 0) {
+		if (o->opened >= set->limits.opens_per_uid ||
+		    *dir_opened >= set->limits.opens_per_dir) {
+			set->cur.deferred++;
+			return;
+		}
+		o->opened++;
+		(*dir_opened)++;
+	}
+	/* Look before opening for I/O: opening a device node or FIFO a user put there could block
+	 * or have side effects. The O_PATH descriptor pins the inode; reopening it through /proc
+	 * opens that same inode, whatever the name points to by then. */
+	int path_fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (path_fd < 0)
+		return;
+	struct statfs fs;
+	if (fstat(path_fd, &st) != 0 || st.st_dev != id.dev || st.st_ino != id.ino ||
+	    !S_ISREG(st.st_mode) || st.st_nlink != 1 || fstatfs(path_fd, &fs) != 0 ||
+	    fs.f_type != TMPFS_MAGIC || st.st_size < (off_t)sizeof(struct ta_shm_header) ||
+	    st.st_size > MAX_SEGMENT_BYTES) {
+		if (fstat(path_fd, &st) == 0 && st.st_dev == id.dev && st.st_ino == id.ino)
+			refuse(set, &id); /* not on tmpfs: not opened again for a while */
+		close(path_fd);
+		return;
+	}
+	char reopen[64];
+	snprintf(reopen, sizeof(reopen), "/proc/self/fd/%d", path_fd);
+	int fd = open(reopen, O_RDWR | O_CLOEXEC);
+	close(path_fd);
+	if (fd < 0)
+		return;
+	set->cur.opened++;
+	struct segment *s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		close(fd);
+		return;
+	}
+	s->fd = fd;
+	s->id = id;
+	s->size = (size_t)st.st_size;
+	snprintf(s->path, sizeof(s->path), "%s/%s", dir, name);
+	snprintf(s->proc, sizeof(s->proc), "%s", proc);
+	if (!take_header(set, s)) {
+		refuse(set, &id);
+		segment_free(s);
+		return;
+	}
+	/* At a limit: kept only in place of a worse segment. */
+	bool owner_full = st.st_uid != 0 && o->kept >= set->limits.max_per_uid;
+	if (owner_full || set->nkept >= set->limits.max_segments) {
+		s->live = segment_live(set, s);
+		struct segment *v = victim(set, rank(st.st_uid, s->live), owner_full, st.st_uid);
+		if (v == NULL) {
+			refuse(set, &id);
+			segment_free(s);
+			return;
+		}
+		evict(set, v, verbose);
+	}
+	void *map = mmap(NULL, s->size, PROT_READ, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		segment_free(s);
+		return;
+	}
+	s->map = map;
+	s->seen = true;
+	s->next = set->list;
+	set->list = s;
+	o->kept++;
+	set->nkept++;
+	if (verbose)
+		printf("tierallocd: segment %s: cgroup %llu, %u tiers\n", s->path,
+		       (unsigned long long)s->cgroup_id, s->ntiers);
+}
+
+static void scan_dir(struct ta_agent_segments *set, const char *dir, const char *proc, bool verbose)
+{
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return;
+	DIR *d = fdopendir(dirfd);
+	if (d == NULL) {
+		close(dirfd);
+		return;
+	}
+	unsigned opened = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, "tieralloc-", 10) == 0) {
+			set->cur.entries++;
+			consider(set, dirfd, dir, proc, e->d_name, &opened, verbose);
+		}
+	closedir(d);
+}
+
+/* One /proc/<pid>/root/dev/shm per mount namespace other than ours. */
+static void scan_namespaces(struct ta_agent_segments *set, bool verbose)
+{
+	struct stat own;
+	if (stat("/proc/self/ns/mnt", &own) != 0)
+		return;
+	enum { MAX_NS = 4096 };
+	static ino_t seen[MAX_NS];
+	unsigned nseen = 0;
+	DIR *proc = opendir("/proc");
+	if (proc == NULL)
+		return;
+	struct dirent *e;
+	while ((e = readdir(proc)) != NULL) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		char path[300], their_proc[300];
+		struct stat ns;
+		snprintf(path, sizeof(path), "/proc/%s/ns/mnt", e->d_name);
+		if (stat(path, &ns) != 0 || ns.st_ino == own.st_ino)
+			continue;
+		bool dup = false;
+		for (unsigned i = 0; i < nseen && !dup; i++)
+			dup = seen[i] == ns.st_ino;
+		if (dup || nseen == MAX_NS)
+			continue;
+		seen[nseen++] = ns.st_ino;
+		snprintf(path, sizeof(path), "/proc/%s/root/dev/shm", e->d_name);
+		snprintf(their_proc, sizeof(their_proc), "/proc/%s/root/proc", e->d_name);
+		scan_dir(set, path, their_proc, verbose);
+	}
+	closedir(proc);
+}
+
+struct ta_agent_segments *ta_agent_segments_new(const char *const *dirs, bool scan_proc)
+{
+	struct ta_agent_segments *set = calloc(1, sizeof(*set));
+	if (set == NULL)
+		return NULL;
+	set->dirs = dirs;
+	set->scan_proc = scan_proc;
+	set->started_ns = realtime_ns();
+	set->limits = ta_agent_default_limits;
+	return set;
+}
+
+void ta_agent_segments_set_limits(struct ta_agent_segments *set, const struct ta_agent_limits *l)
+{
+	set->limits = *l;
+}
+
+void ta_agent_segments_stats(const struct ta_agent_segments *set, struct ta_agent_scan_stats *out)
+{
+	*out = set->last;
+}
+
+void ta_agent_segments_rescan(struct ta_agent_segments *set, bool verbose)
+{
+	set->round++;
+	memset(&set->cur, 0, sizeof(set->cur));
+	for (struct segment *s = set->list; s != NULL; s = s->next)
+		s->seen = false;
+	for (unsigned b = 0; b < BUCKETS; b++) {
+		for (struct refused *r = set->refused[b]; r != NULL; r = r->next)
+			r->seen = false;
+		for (struct owner *o = set->owners[b]; o != NULL; o = o->next)
+			o->opened = 0;
+	}
+	for (const char *const *dir = set->dirs; *dir != NULL; dir++)
+		scan_dir(set, *dir, "/proc", verbose);
+	if (set->scan_proc)
+		scan_namespaces(set, verbose);
+	/* A segment no longer in any directory was removed (or its container is gone). */
+	for (struct segment **p = &set->list; *p != NULL;) {
+		struct segment *s = *p;
+		if (s->seen) {
+			p = &s->next;
+			continue;
+		}
+		if (verbose)
+			printf("tierallocd: segment %s: gone\n", s->path);
+		*p = s->next;
+		struct owner *o = owner_of(set, s->id.owner);
+		if (o != NULL && o->kept > 0)
+			o->kept--;
+		set->nkept--;
+		segment_free(s);
+	}
+	/* Forget what is gone, and owners with nothing kept. */
+	for (unsigned b = 0; b < BUCKETS; b++) {
+		for (struct refused **p = &set->refused[b]; *p != NULL;) {
+			struct refused *r = *p;
+			if (r->seen) {
+				p = &r->next;
+				continue;
+			}
+			*p = r->next;
+			free(r);
+			set->nrefused--;
+		}
+		for (struct owner **p = &set->owners[b]; *p != NULL;) {
+			struct owner *o = *p;
+			if (o->kept > 0) {
+				p = &o->next;
+				continue;
+			}
+			*p = o->next;
+			free(o);
+		}
+	}
+	set->cur.kept = set->nkept;
+	set->last = set->cur;
+}
+
+/* Bump each live process's wake word and wake its worker. */
+static void wake_workers(struct segment *s)
+{
+	size_t len = (size_t)s->max_slots * s->slot_size;
+	char *slots = malloc(len);
+	if (slots == NULL || pread(s->fd, slots, len, s->slots_off) != (ssize_t)len) {
+		free(slots);
+		return;
+	}
+	for (unsigned i = 0; i < s->max_slots; i++) {
+		struct ta_shm_slot *slot = (void *)(slots + (size_t)i * s->slot_size);
+		uint32_t pid = atomic_load(&slot->pid);
+		if (pid == 0 || pid == UINT32_MAX)
+			continue;
+		off_t off = (off_t)s->slots_off + (off_t)i * s->slot_size +
+			    (off_t)offsetof(struct ta_shm_slot, wake);
+		uint32_t wake = atomic_load(&slot->wake) + 1;
+		if (pwrite(s->fd, &wake, sizeof(wake), off) != (ssize_t)sizeof(wake))
+			break;
+		/* The kernel resolves the address; a truncated file gives EFAULT, not SIGBUS. */
+		syscall(SYS_futex, s->map + off, FUTEX_WAKE, 1, NULL, NULL, 0);
+	}
+	free(slots);
+}
+
+static bool publish(struct ta_agent_segments *set, struct segment *s,
+		    const struct ta_agent_count *counts, size_t n, uint32_t flags,
+		    uint32_t interval_ms, bool periodic)
+{
+	uint64_t now[TA_SHM_MAX_TIERS][TA_AGENT_NKINDS] = { { 0 } };
+	if (s->cgroup_id != 0)
+		ta_agent_tally(counts, n, s->cgroup_id, s->nodes, s->ntiers, now);
+	else
+		flags |= TA_SHM_AGENT_NO_CGROUP_ID;
+	char tiers[TA_SHM_MAX_TIERS * 512];
+	size_t tiers_len = (size_t)s->ntiers * s->tier_size;
+	if (tiers_len > sizeof(tiers) ||
+	    pread(s->fd, tiers, tiers_len, s->tiers_off) != (ssize_t)tiers_len)
+		return false;
+	uint64_t now_ns = realtime_ns();
+	double dt = s->have_prev ? (double)(now_ns - s->rate_base_ns) / 1e9 : 0;
+	struct ta_shm_agent block;
+	memset(&block, 0, sizeof(block));
+	bool alarm = false;
+	long page = sysconf(_SC_PAGESIZE);
+	for (unsigned t = 0; t < s->ntiers; t++) {
+		uint64_t promoted = 0;
+		if (s->have_prev && now[t][TA_AGENT_PROMOTED] > s->prev[t][TA_AGENT_PROMOTED])
+			promoted = now[t][TA_AGENT_PROMOTED] - s->prev[t][TA_AGENT_PROMOTED];
+		for (unsigned k = 0; k < TA_AGENT_NKINDS && periodic; k++) {
+			uint64_t d = s->have_prev && now[t][k] >= s->rate_base[t][k]
+					 ? now[t][k] - s->rate_base[t][k]
+					 : 0;
+			s->rate[t][k] = dt > 0 ? (uint64_t)((double)d / dt + 0.5) : 0;
+		}
+		struct ta_shm_tier *r = (void *)(tiers + (size_t)t * s->tier_size);
+		if (ta_agent_alarm(promoted * (uint64_t)page, atomic_load(&r->observed),
+				   atomic_load(&r->limit[TA_LIMIT_HIGH]),
+				   atomic_load(&r->gated) != 0))
+			alarm = true;
+		atomic_store(&block.tier[t].promoted, now[t][TA_AGENT_PROMOTED]);
+		atomic_store(&block.tier[t].demoted, now[t][TA_AGENT_DEMOTED]);
+		atomic_store(&block.tier[t].moved, now[t][TA_AGENT_MOVED]);
+		atomic_store(&block.tier[t].promoted_rate, s->rate[t][TA_AGENT_PROMOTED]);
+		atomic_store(&block.tier[t].demoted_rate, s->rate[t][TA_AGENT_DEMOTED]);
+		atomic_store(&block.tier[t].moved_rate, s->rate[t][TA_AGENT_MOVED]);
+	}
+	s->seq++;
+	if (alarm)
+		s->alarm++;
+	atomic_store(&block.written_ns, now_ns);
+	atomic_store(&block.started_ns, set->started_ns);
+	atomic_store(&block.seq, s->seq);
+	atomic_store(&block.alarm, s->alarm);
+	atomic_store(&block.pid, (uint32_t)getpid());
+	atomic_store(&block.flags, flags);
+	atomic_store(&block.interval_ms, interval_ms);
+	/* Two writes around alarm_taken, which belongs to the processes. */
+	size_t tail = offsetof(struct ta_shm_agent, pid);
+	size_t head = offsetof(struct ta_shm_agent, alarm_taken);
+	if (pwrite(s->fd, (char *)&block + tail, sizeof(block) - tail, s->agent_off + tail) !=
+		(ssize_t)(sizeof(block) - tail) ||
+	    pwrite(s->fd, &block, head, s->agent_off) != (ssize_t)head)
+		return false;
+	memcpy(s->prev, now, sizeof(now));
+	if (periodic || !s->have_prev) {
+		memcpy(s->rate_base, now, sizeof(now));
+		s->rate_base_ns = now_ns;
+	}
+	s->have_prev = true;
+	if (alarm)
+		wake_workers(s);
+	return true;
+}
+
+static bool wanted(uint64_t cgroup_id, const uint64_t *only, size_t nonly)
+{
+	if (only == NULL)
+		return true;
+	for (size_t i = 0; i < nonly; i++)
+		if (only[i] == cgroup_id)
+			return true;
+	return false;
+}
+
+unsigned ta_agent_segments_publish(struct ta_agent_segments *set,
+				   const struct ta_agent_count *counts, size_t n,
+				   const uint64_t *only, size_t nonly, uint32_t flags,
+				   uint32_t interval_ms, bool verbose)
+{
+	unsigned written = 0;
+	for (struct segment *s = set->list; s != NULL; s = s->next) {
+		uint64_t alarms = s->alarm;
+		if (!wanted(s->cgroup_id, only, nonly) ||
+		    !publish(set, s, counts, n, flags, interval_ms, only == NULL))
+			continue;
+		written++;
+		if (verbose && s->alarm != alarms)
+			printf("tierallocd: alarm %llu for cgroup %llu%s\n",
+			       (unsigned long long)s->alarm, (unsigned long long)s->cgroup_id,
+			       only != NULL ? " (alert)" : "");
+	}
+	return written;
+}
+
+bool ta_agent_segments_has(const struct ta_agent_segments *set, uint64_t cgroup_id)
+{
+	for (const struct segment *s = set->list; s != NULL; s = s->next)
+		if (s->cgroup_id == cgroup_id && cgroup_id != 0)
+			return true;
+	return false;
+}
+
+void ta_agent_segments_free(struct ta_agent_segments *set)
+{
+	if (set == NULL)
+		return;
+	while (set->list != NULL) {
+		struct segment *s = set->list;
+		set->list = s->next;
+		segment_free(s);
+	}
+	for (unsigned b = 0; b < BUCKETS; b++) {
+		while (set->refused[b] != NULL) {
+			struct refused *r = set->refused[b];
+			set->refused[b] = r->next;
+			free(r);
+		}
+		while (set->owners[b] != NULL) {
+			struct owner *o = set->owners[b];
+			set->owners[b] = o->next;
+			free(o);
+		}
+	}
+	free(set);
+}

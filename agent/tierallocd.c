@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tierallocd: the privileged agent (issue 6). It loads and attaches the BPF program of
+ * bpf/migrations.bpf.c, which counts the kernel's page migrations per cgroup, reason and
+ * destination node, reads the counts every interval and writes them, per destination tier, into the
+ * shared segment of every cgroup that has tieralloc processes (segments.c). When the kernel
+ * promoted into a tier at its share, it raises the segment's alarm and wakes the processes'
+ * workers, which then gate and demote at once.
+ *
+ *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
+ *              [--btf PATH] [-h|--help]
+ *
+ * main() is parse (getopt_long), load_attach, run and cleanup, the one way out.
+ *
+ * Needs root (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN) and a kernel with BTF; without either it
+ * exits 1 with one line saying which. SIGTERM or SIGINT: detaches its programs and exits 0.
+ * The allocator never depends on it.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/types.h>
+
+#include "agent.h"
+#include "migrations.skel.h"
+#include "migrations.h"
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static const char *const reason_names[TA_BPF_NREASONS] = { "promote", "demote", "mbind",
+							   "move_pages", "other" };
+
+static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level == LIBBPF_WARN && getenv("TIERALLOCD_DEBUG") != NULL)
+		return vfprintf(stderr, fmt, args);
+	if (level == LIBBPF_DEBUG || level == LIBBPF_INFO)
+		return 0;
+	return getenv("TIERALLOCD_DEBUG") != NULL ? vfprintf(stderr, fmt, args) : 0;
+}
+
+/* Load with the kprobe that gives exact destinations; without it if this kernel cannot attach
+ * there. */
+static struct migrations_bpf *load(bool *exact, const char *btf)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct bpf_object_open_opts opts = { .sz = sizeof(opts), .btf_custom_path = btf };
+		struct migrations_bpf *skel = migrations_bpf__open_opts(&opts);
+		if (skel == NULL)
+			return NULL;
+		if (attempt == 1) {
+			bpf_program__set_autoload(skel->progs.migrate_enter, false);
+		}
+		if (migrations_bpf__load(skel) == 0 && migrations_bpf__attach(skel) == 0) {
+			*exact = attempt == 0;
+			return skel;
+		}
+		migrations_bpf__destroy(skel);
+	}
+	return NULL;
+}
+
+/* The whole map, into counts (at most TA_BPF_MAX_KEYS entries). */
+static size_t read_counts(struct migrations_bpf *skel, struct ta_agent_count *counts)
+{
+	int fd = bpf_map__fd(skel->maps.migrations);
+	struct ta_bpf_key key, next;
+	bool first = true;
+	size_t n = 0;
+	while (n < TA_BPF_MAX_KEYS && bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
+		first = false;
+		key = next;
+		__u64 pages;
+		if (bpf_map_lookup_elem(fd, &key, &pages) != 0)
+			continue;
+		counts[n++] = (struct ta_agent_count){ .cgroup_id = key.cgroup_id,
+						       .node = key.node,
+						       .reason = key.reason,
+						       .flags = key.flags,
+						       .pages = pages };
+	}
+	return n;
+}
+
+static void print_counts(const struct ta_agent_count *counts, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const struct ta_agent_count *c = &counts[i];
+		printf("cgroup=%llu reason=%s node=%d node_from=%s pages=%llu\n",
+		       (unsigned long long)c->cgroup_id,
+		       c->reason < TA_BPF_NREASONS ? reason_names[c->reason] : "?", c->node,
+		       c->flags == TA_BPF_NODE_EXACT ? "arguments" : "cpu",
+		       (unsigned long long)c->pages);
+	}
+	printf("counts %zu\n", n);
+}
+
+/* BPF's own accounting of the programs' cost (--stats, kernel.bpf_stats_enabled through
+ * bpf_enable_stats while the agent runs). */
+static void print_prog_stats(struct migrations_bpf *skel)
+{
+	struct bpf_program *progs[] = { skel->progs.on_migrate_pages, skel->progs.migrate_enter };
+	for (unsigned i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		int fd = bpf_program__fd(progs[i]);
+		if (fd < 0)
+			continue;
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
+			continue;
+		printf("prog=%s runs=%llu run_time_ns=%llu ns_per_run=%llu\n",
+		       bpf_program__name(progs[i]), (unsigned long long)info.run_cnt,
+		       (unsigned long long)info.run_time_ns,
+		       (unsigned long long)(info.run_cnt ? info.run_time_ns / info.run_cnt : 0));
+	}
+}
+
+/* Cgroups whose promotions alerted during one wait (the ring buffer's callback). */
+struct alerted {
+	uint64_t ids[64];
+	size_t n;
+};
+
+static int on_alert(void *ctx, void *data, size_t size)
+{
+	struct alerted *a = ctx;
+	uint64_t id;
+	if (size < sizeof(id))
+		return 0;
+	memcpy(&id, data, sizeof(id));
+	for (size_t i = 0; i < a->n; i++)
+		if (a->ids[i] == id)
+			return 0;
+	if (a->n < sizeof(a->ids) / sizeof(a->ids[0]))
+		a->ids[a->n++] = id;
+	return 0;
+}
+
+/* Each segment kept holds a descriptor: raise the soft limit to fit the cap (and what libbpf
+ * and the ring buffer need), or lower the cap to what the hard limit allows. */
+static void fit_descriptors(struct ta_agent_limits *limits)
+{
+	enum { RESERVE = 128 };
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	rlim_t want = (rlim_t)limits->max_segments + RESERVE;
+	if (rl.rlim_cur < want) {
+		rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0 && getrlimit(RLIMIT_NOFILE, &rl) != 0)
+			return;
+	}
+	if (rl.rlim_cur >= want)
+		return;
+	unsigned fit = rl.rlim_cur > 2 * RESERVE ? (unsigned)(rl.rlim_cur - RESERVE) : RESERVE;
+	if (fit < limits->max_segments) {
+		fprintf(stderr,
+			"tierallocd: %llu file descriptors (RLIMIT_NOFILE): at most %u segments "
+			"instead of %u\n",
+			(unsigned long long)rl.rlim_cur, fit, limits->max_segments);
+		limits->max_segments = fit;
+		if (limits->max_per_uid > fit)
+			limits->max_per_uid = fit;
+	}
+}
+
+static uint64_t monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
+		"[--stats] [--btf PATH] [-h|--help]\n"
+		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
+		"                at least 0.05)\n"
+		"  --rescan S    look for new segments every S seconds (default 2), and at\n"
+		"                once when an unknown cgroup's pages are promoted\n"
+		"  --print       print them each time, and the segments found and alarms raised\n"
+		"  --stats       print the programs' run count and time too (BPF stats)\n"
+		"  --once        attach, wait one interval, print, detach and exit\n"
+		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n");
+}
+
+struct options {
+	double interval, rescan; /* seconds */
+	bool print, once, stats;
+	const char *btf;
+};
+
+/* A positive number of seconds in [0.05, 3600], or a negative one. */
+static double seconds(const char *arg)
+{
+	char *end;
+	double v = strtod(arg, &end);
+	return *end == '\0' && end != arg && v >= 0.05 && v <= 3600 ? v : -1;
+}
+
+/* The command line into o: 0 to go on, else the exit status (0 after --help, 2 on a usage error,
+ * with a line saying which). */
+static int parse(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{ "interval", required_argument, NULL, 'i' },
+		{ "rescan", required_argument, NULL, 'r' },
+		{ "print", no_argument, NULL, 'p' },
+		{ "stats", no_argument, NULL, 's' },
+		{ "once", no_argument, NULL, 'o' },
+		{ "btf", required_argument, NULL, 'b' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	*o = (struct options){ .interval = 0.25, .rescan = 2, .btf = "/sys/kernel/btf/vmlinux" };
+	opterr = 0;
+	for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
+		switch (c) {
+		case 'i':
+		case 'r': {
+			double v = seconds(optarg);
+			if (v < 0) {
+				fprintf(stderr,
+					"tierallocd: bad --%s \"%s\" (seconds, 0.05 to 3600)\n",
+					c == 'i' ? "interval" : "rescan", optarg);
+				return 2;
+			}
+			*(c == 'i' ? &o->interval : &o->rescan) = v;
+			break;
+		}
+		case 'p':
+			o->print = true;
+			break;
+		case 's':
+			o->stats = true;
+			break;
+		case 'o':
+			o->once = o->print = true;
+			break;
+		case 'b':
+			o->btf = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default: {
+			const char *needs = NULL;
+			for (const struct option *l = longopts; l->name != NULL; l++)
+				if (optopt != 0 && l->val == optopt && l->has_arg)
+					needs = l->name;
+			if (needs != NULL)
+				fprintf(stderr, "tierallocd: --%s needs a value\n", needs);
+			else if (optopt != 0)
+				fprintf(stderr, "tierallocd: unknown option -%c\n", optopt);
+			else
+				fprintf(stderr, "tierallocd: unknown option %s\n",
+					argv[optind - 1]);
+			usage(stderr);
+			return 2;
+		}
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "tierallocd: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	return -1;
+}
+
+/* What runs while the agent is attached; cleanup() frees whatever part of it was made. */
+struct agent {
+	struct migrations_bpf *skel;
+	bool exact; /* destinations from migrate_pages()'s arguments (the kprobe attached) */
+	int stats_fd;
+	struct ta_agent_segments *segments;
+	struct ta_agent_count *counts;
+	struct ring_buffer *alerts;
+	struct alerted alerted;
+};
+
+/* Check the privileges and the kernel, load and attach the programs, and make what run() needs:
+ * 0, or the exit status (1) with a line saying why. */
+static int load_attach(const struct options *o, struct agent *ag)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "tierallocd: needs root (CAP_BPF and CAP_PERFMON) to load its BPF "
+				"programs; tieralloc's allocator works without it\n");
+		return 1;
+	}
+	if (access(o->btf, R_OK) != 0) {
+		fprintf(stderr,
+			"tierallocd: no kernel BTF at %s (%s): its CO-RE programs need a "
+			"kernel built with CONFIG_DEBUG_INFO_BTF\n",
+			o->btf, strerror(errno));
+		return 1;
+	}
+	/* libbpf finds tracepoints in tracefs, which a minimal system may not have mounted. */
+	struct stat st;
+	if (stat("/sys/kernel/tracing/events", &st) != 0 &&
+	    stat("/sys/kernel/debug/tracing/events", &st) != 0 &&
+	    mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL) != 0)
+		fprintf(stderr, "tierallocd: tracefs is not mounted and mounting it failed (%s)\n",
+			strerror(errno));
+	libbpf_set_print(quiet_libbpf);
+	ag->skel = load(&ag->exact, o->btf);
+	if (ag->skel == NULL) {
+		fprintf(stderr,
+			"tierallocd: cannot load or attach the BPF programs (%s); "
+			"TIERALLOCD_DEBUG=1 shows libbpf's messages\n",
+			strerror(errno));
+		return 1;
+	}
+	/* Kept open while the agent runs: the kernel times the programs meanwhile. */
+	ag->stats_fd = o->stats ? bpf_enable_stats(BPF_STATS_RUN_TIME) : -1;
+	if (o->stats && ag->stats_fd < 0)
+		fprintf(stderr, "tierallocd: cannot enable BPF run-time statistics (%s)\n",
+			strerror(errno));
+	static const char *const shm_dirs[] = { "/dev/shm", NULL };
+	ag->segments = ta_agent_segments_new(shm_dirs, true);
+	ag->counts = calloc(TA_BPF_MAX_KEYS, sizeof(*ag->counts));
+	if (ag->segments == NULL || ag->counts == NULL) {
+		fprintf(stderr, "tierallocd: out of memory\n");
+		return 1;
+	}
+	struct ta_agent_limits limits = ta_agent_default_limits;
+	fit_descriptors(&limits);
+	ta_agent_segments_set_limits(ag->segments, &limits);
+	ag->alerts =
+	    ring_buffer__new(bpf_map__fd(ag->skel->maps.alerts), on_alert, &ag->alerted, NULL);
+	if (ag->alerts == NULL)
+		fprintf(stderr,
+			"tierallocd: no promotion alerts (%s): the workers learn of "
+			"promotions at each interval only\n",
+			strerror(errno));
+	printf("tierallocd: attached (destination nodes from %s)\n",
+	       ag->exact ? "migrate_pages() arguments" : "the migrating CPU's node");
+	fflush(stdout);
+	return 0;
+}
+
+/* Until SIGTERM or SIGINT (or one interval with --once): publish the counts every interval, and
+ * at once for the cgroups whose promotions alert. */
+static void run(const struct options *o, struct agent *ag)
+{
+	/* New segments are looked for every --rescan seconds (a scan walks /proc), rounded to
+	 * intervals. */
+	unsigned rescan_every =
+	    o->interval >= o->rescan ? 1 : (unsigned)(o->rescan / o->interval + 0.5);
+	uint32_t flags = ag->exact ? TA_SHM_AGENT_EXACT_NODES : 0;
+	uint32_t interval_ms = (uint32_t)(o->interval * 1000 + 0.5);
+	uint64_t last_rescan_ms = 0;
+	struct alerted *alerted = &ag->alerted;
+	for (unsigned round = 0; !stop; round++) {
+		if (round % rescan_every == 0) {
+			ta_agent_segments_rescan(ag->segments, o->print);
+			last_rescan_ms = monotonic_ms();
+		}
+		/* Wait for the interval, serving promotion alerts meanwhile: the cgroups they
+		 * name get their counts, and perhaps an alarm, at once. */
+		uint64_t deadline = monotonic_ms() + interval_ms;
+		for (uint64_t now = monotonic_ms(); !stop && now < deadline; now = monotonic_ms()) {
+			if (ag->alerts == NULL) {
+				struct timespec pause = { (time_t)((deadline - now) / 1000),
+							  (long)((deadline - now) % 1000) *
+							      1000000 };
+				nanosleep(&pause, NULL);
+				continue;
+			}
+			alerted->n = 0;
+			ring_buffer__poll(ag->alerts, (int)(deadline - now));
+			bool unknown = false;
+			for (size_t i = 0; i < alerted->n; i++)
+				unknown |= !ta_agent_segments_has(ag->segments, alerted->ids[i]);
+			/* Promotions in a cgroup without a known segment: a container may just
+			 * have started one. Look again, at most twice a second (the cgroups
+			 * without tieralloc alert too). */
+			if (unknown && monotonic_ms() - last_rescan_ms >= 500) {
+				ta_agent_segments_rescan(ag->segments, o->print);
+				last_rescan_ms = monotonic_ms();
+			}
+			size_t mine = 0;
+			for (size_t i = 0; i < alerted->n; i++)
+				if (ta_agent_segments_has(ag->segments, alerted->ids[i]))
+					alerted->ids[mine++] = alerted->ids[i];
+			if (mine == 0)
+				continue;
+			size_t n = read_counts(ag->skel, ag->counts);
+			ta_agent_segments_publish(ag->segments, ag->counts, n, alerted->ids, mine,
+						  flags, interval_ms, o->print);
+		}
+		if (stop)
+			break;
+		size_t n = read_counts(ag->skel, ag->counts);
+		ta_agent_segments_publish(ag->segments, ag->counts, n, NULL, 0, flags, interval_ms,
+					  o->print);
+		if (o->print)
+			print_counts(ag->counts, n);
+		if (o->stats)
+			print_prog_stats(ag->skel);
+		fflush(stdout);
+		if (o->once)
+			break;
+	}
+}
+
+/* The one way out: whatever load_attach() made, detached and freed. */
+static void cleanup(struct agent *ag)
+{
+	ring_buffer__free(ag->alerts);
+	if (ag->skel != NULL)
+		migrations_bpf__destroy(ag->skel);
+	if (ag->segments != NULL)
+		ta_agent_segments_free(ag->segments);
+	free(ag->counts);
+	if (ag->stats_fd >= 0)
+		close(ag->stats_fd);
+}
+
+int main(int argc, char **argv)
+{
+	struct options o;
+	int rc = parse(argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	struct agent ag = { .stats_fd = -1 };
+	rc = load_attach(&o, &ag);
+	if (rc == 0) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_signal;
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGINT, &sa, NULL);
+		run(&o, &ag);
+	}
+	bool attached = ag.skel != NULL;
+	cleanup(&ag);
+	if (rc == 0 && attached)
+		printf("tierallocd: detached, stopped\n");
+	return rc;
+}

@@ -1,0 +1,473 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The malloc family. Fast paths: malloc pops from this thread's cache of the preferred tier;
+ * free finds the tier and class from the chunk map and the chunk header and pushes onto this
+ * thread's cache. Neither charges anything: small objects are charged by the run, when a run is
+ * cut (arena.c). Everything else (choosing another tier, refills, large objects, the states before
+ * initialisation) is in the slow paths below.
+ *
+ * Steering: the fastest tier that has a free object of the class (already charged) or whose
+ * charge for a new run stays within its limit; when every tier is at its limit the allocation
+ * goes to the last tier anyway (counted as overflowed) rather than failing. An explicit tier
+ * (tieralloc_malloc_tier) is charged where it lands, limit or not.
+ */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "alloc/alloc.h"
+
+/* The allocator's state, which init.c moves from UNINIT to READY or PASSTHROUGH, and the C
+ * library's allocator that PASSTHROUGH forwards to (init.c finds it). */
+_Atomic int ta_state = TA_UNINIT;
+struct ta_real_malloc ta_real;
+
+/* Called after every slow path, outside every lock: enforcement's (set at start-up, init.c), so
+ * that the allocator calls nothing above it. */
+void (*ta_alloc_poke)(void);
+
+/* ---- small objects ---- */
+
+/* A cached object whose chunk was demoted since it was cached: it belongs in the other tier's
+ * bin (the chunk's charge moved with it, demote.c). */
+static void rehome(struct ta_tcache *tc, unsigned u, unsigned cls, void *p)
+{
+	struct ta_bin *b = &tc->bins[u][cls];
+	if (b->count >= b->cap)
+		ta_tcache_flush_bin(tc, u, cls, b->cap / 2);
+	b->slots[b->count++] = p;
+}
+
+/* An object of cls from tier t: this thread's cache, else the tier's free objects, else a new run
+ * charged as ch says. */
+static void *bin_take(struct ta_tcache *tc, unsigned t, unsigned cls, struct ta_fill_charge *ch)
+{
+	struct ta_bin *bin = &tc->bins[t][cls];
+	for (;;) {
+		if (bin->count == 0 || bin->count > bin->cap) {
+			unsigned want = bin->fill;
+			bin->count = (uint16_t)ta_arena_fill(t, cls, bin->slots, want, ch);
+			if (bin->count == 0)
+				return NULL;
+			if (bin->fill < bin->cap / 2)
+				bin->fill = (uint16_t)(bin->fill * 2 < bin->cap / 2 ? bin->fill * 2
+										    : bin->cap / 2);
+		}
+		void *p = bin->slots[--bin->count];
+		int u = ta_chunk_tier_of(p);
+		if (likely(u == (int)t))
+			return p;
+		/* The retag counted it live in u as if in use (ta_arena_retag_chunk): it was
+		 * cached here. */
+		ta_arena_move_live((unsigned)u, t, ta_class_size[cls]);
+		rehome(tc, (unsigned)u, cls, p);
+	}
+}
+
+struct small_place {
+	struct ta_tcache *tc; /* NULL: a thread without a cache */
+	unsigned cls;
+};
+
+/* An object of the class from tier t, charged as ch says. */
+static void *take_small(struct small_place *sp, unsigned t, struct ta_fill_charge *ch)
+{
+	if (sp->tc != NULL)
+		return bin_take(sp->tc, t, sp->cls, ch);
+	void *p;
+	return ta_arena_fill(t, sp->cls, &p, 1, ch) == 1 ? p : NULL;
+}
+
+/* Steering's try of tier t for a small object (charge.h): a free object of the class, else a new
+ * run charged at this level. */
+static void *place_small(unsigned t, int level, bool force, bool *refused, void *ctx)
+{
+	struct small_place *sp = ctx;
+	struct ta_fill_charge ch = { level, force, false };
+	void *p = take_small(sp, t, &ch);
+	/* Quota pressure: what the tier holds unused goes back first, so that the refused run
+	 * may fit. */
+	if (p == NULL && ch.refused && ta_give_back(t) != 0) {
+		ch.refused = false;
+		p = take_small(sp, t, &ch);
+	}
+	*refused = ch.refused;
+	return p;
+}
+
+static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
+{
+	tc->in_slow = 1;
+	ta_charge_note_limits();
+	ta_keep_age();
+	ta_arena_decay();
+	struct small_place sp = { tc, cls };
+	struct ta_placed where;
+	void *p = ta_steer(want_tier, place_small, &sp, &where);
+	if (p != NULL) {
+		unsigned t = where.tier;
+		ta_tcache_count_alloc(tc, t, where.how);
+		if (want_tier < 0) {
+			tc->pref_tier = t;
+			tc->pref_slot = where.how;
+		}
+		ta_tcache_live_add(tc, t, ta_class_size[cls]);
+		ta_charge_note_peak(t);
+	}
+	ta_tcache_finish_slow(tc);
+	return p;
+}
+
+/* A thread without a cache (exiting, or out of metadata): take one object directly. */
+static void *small_alloc_nocache(unsigned cls, int want_tier)
+{
+	struct small_place sp = { NULL, cls };
+	struct ta_placed where;
+	void *p = ta_steer(want_tier, place_small, &sp, &where);
+	if (p != NULL) {
+		ta_tcache_live_add(NULL, where.tier, ta_class_size[cls]);
+		ta_charge_note_peak(where.tier);
+		ta_tcache_count_alloc(NULL, where.tier, where.how);
+	}
+	return p;
+}
+
+__attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int t, unsigned cls,
+						      void *p)
+{
+	int64_t csize = ta_class_size[cls];
+	if (tc == NULL)
+		tc = ta_tcache_get();
+	if (tc == NULL) {
+		ta_arena_flush((unsigned)t, cls, &p, 1);
+		ta_tcache_live_add(NULL, (unsigned)t, -csize);
+		return;
+	}
+	if (tc->in_slow) {
+		/* A signal handler interrupted one of our slow paths: no locks now. */
+		void *head = atomic_load(&tc->deferred);
+		do
+			*(void **)p = head;
+		while (!atomic_compare_exchange_weak(&tc->deferred, &head, p));
+		return;
+	}
+	tc->in_slow = 1;
+	struct ta_bin *bin = &tc->bins[t][cls];
+	if (bin->count >= bin->cap)
+		ta_tcache_flush_bin(tc, (unsigned)t, cls, bin->cap / 2);
+	bin->slots[bin->count++] = p;
+	ta_tcache_live_add(tc, (unsigned)t, -csize);
+	ta_tcache_finish_slow(tc);
+}
+
+/* ---- entry points ---- */
+
+static void *real_alloc(size_t size, size_t align, bool zero)
+{
+	if (align <= 16)
+		return zero ? ta_real.calloc(1, size) : ta_real.malloc(size);
+	void *p = ta_real.memalign(align, size);
+	if (p != NULL && zero)
+		memset(p, 0, size);
+	return p;
+}
+
+/* Everything but malloc's fast path: states before init, tier choice, refills, large. */
+__attribute__((noinline)) static void *alloc_impl(size_t size, size_t align, int want_tier,
+						  bool zero)
+{
+	int state = atomic_load_explicit(&ta_state, memory_order_acquire);
+	if (unlikely(state != TA_READY)) {
+		/* Before our constructor ran, initialising would use libnuma half-built. */
+		if (state == TA_PASSTHROUGH)
+			return real_alloc(size, align, zero);
+		if (state != TA_READY)
+			return ta_boot_alloc(size, align); /* zeroed: never reused */
+	}
+	/* memkind starting on this thread, maybe inside our locks (backend.c). */
+	if (unlikely(ta_backend_starting))
+		return ta_boot_alloc(size, align);
+	if (want_tier >= (int)ta_ntiers) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (size > (size_t)PTRDIFF_MAX) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int saved_errno = errno;
+	unsigned cls = TA_NCLASSES;
+	if (align <= 16 && size <= TA_SMALL_MAX)
+		cls = ta_size_class(size);
+	else if (align > 16)
+		cls = ta_size_class_aligned(size, align);
+	void *p;
+	if (cls < TA_NCLASSES) {
+		struct ta_tcache *tc = ta_tcache_get();
+		p = tc != NULL ? small_alloc_slow(tc, cls, want_tier)
+			       : small_alloc_nocache(cls, want_tier);
+		if (p != NULL && zero)
+			memset(p, 0, size);
+	} else {
+		p = ta_large_alloc(size, align, want_tier, zero);
+	}
+	if (p == NULL)
+		saved_errno = ENOMEM;
+	/* Outside every lock and cache operation: the enforcement worker may be started here. */
+	if (ta_alloc_poke != NULL)
+		ta_alloc_poke();
+	errno = saved_errno;
+	return p;
+}
+
+void *ta_malloc(size_t size)
+{
+	struct ta_tcache *tc = ta_tls;
+	if (likely(tc != NULL && size <= TA_SMALL_MAX)) {
+		unsigned cls = ta_size_class(size);
+		unsigned t = tc->pref_tier;
+		struct ta_bin *bin = &tc->bins[t][cls];
+		if (likely(bin->count - 1u < bin->cap)) {
+			void *p = bin->slots[bin->count - 1];
+			/* Still in this tier? Its chunk may have been demoted (slow path). */
+			if (unlikely(__atomic_load_n(&ta_chunk_map[(uintptr_t)p >> TA_CHUNK_SHIFT],
+						     __ATOMIC_RELAXED) != t + 1))
+				return alloc_impl(size, 16, -1, false);
+			bin->count--;
+			int64_t live = tc->live[t] + (int64_t)ta_class_size[cls];
+			__atomic_store_n(&tc->live[t], live, __ATOMIC_RELAXED);
+			uint64_t *c = &tc->cnt[t][tc->pref_slot];
+			__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+			return p;
+		}
+	}
+	return alloc_impl(size, 16, -1, false);
+}
+
+__attribute__((noinline)) static void free_other(void *p)
+{
+	if (ta_boot_owns(p))
+		return;
+	int state = atomic_load_explicit(&ta_state, memory_order_acquire);
+	if (state == TA_PASSTHROUGH) {
+		ta_real.free(p);
+		return;
+	}
+	struct ta_large *l = state == TA_READY ? ta_large_find(p) : NULL;
+	if (l != NULL) {
+		ta_large_free(l);
+		return;
+	}
+	ta_log_foreign(p, "free");
+}
+
+void ta_free(void *p)
+{
+	int t = ta_chunk_tier_of(p);
+	if (likely(t >= 0)) {
+		struct ta_tcache *tc = ta_tls;
+		unsigned cls = ta_chunk_class_of(p);
+		if (likely(tc != NULL && !tc->in_slow)) {
+			struct ta_bin *bin = &tc->bins[t][cls];
+			if (likely(bin->count < bin->cap)) {
+				bin->slots[bin->count++] = p;
+				int64_t live = tc->live[t] - (int64_t)ta_class_size[cls];
+				__atomic_store_n(&tc->live[t], live, __ATOMIC_RELAXED);
+				return;
+			}
+		}
+		small_free_slow(tc, t, cls, p);
+		return;
+	}
+	if (p == NULL)
+		return;
+	free_other(p);
+}
+
+int ta_trim(size_t pad)
+{
+	int state = atomic_load_explicit(&ta_state, memory_order_acquire);
+	if (state == TA_PASSTHROUGH) {
+		static int (*real_trim)(size_t);
+		if (real_trim == NULL)
+			real_trim = (int (*)(size_t))dlsym(RTLD_NEXT, "malloc_trim");
+		return real_trim != NULL ? real_trim(pad) : 0;
+	}
+	if (state != TA_READY)
+		return 0;
+	/* Whole runs and kept large objects go back: glibc's pad (slack kept at its heap's top)
+	 * has no counterpart here. */
+	ta_tcache_flush_all_mine();
+	return ta_purge_all() != 0;
+}
+
+void *ta_calloc(size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (likely(ta_tls != NULL && total <= TA_SMALL_MAX)) {
+		void *p = ta_malloc(total);
+		if (p != NULL)
+			memset(p, 0, total);
+		return p;
+	}
+	return alloc_impl(total, 16, -1, true);
+}
+
+size_t ta_usable_size(void *p)
+{
+	if (p == NULL)
+		return 0;
+	if (ta_chunk_tier_of(p) >= 0)
+		return ta_class_size[ta_chunk_class_of(p)];
+	if (ta_boot_owns(p))
+		return ta_boot_usable(p);
+	int state = atomic_load(&ta_state);
+	if (state == TA_PASSTHROUGH)
+		return ta_real.usable_size(p);
+	struct ta_large *l = state == TA_READY ? ta_large_find(p) : NULL;
+	if (l != NULL)
+		return l->size;
+	ta_log_foreign(p, "malloc_usable_size");
+	return 0;
+}
+
+void *ta_realloc(void *p, size_t size)
+{
+	if (p == NULL)
+		return ta_malloc(size);
+	if (size == 0) {
+		/* glibc's behaviour: free and return NULL. */
+		ta_free(p);
+		return NULL;
+	}
+	size_t old;
+	int t = ta_chunk_tier_of(p);
+	if (t >= 0) {
+		old = ta_class_size[ta_chunk_class_of(p)];
+		if (size <= old && (size > old / 2 || old <= 16))
+			return p;
+	} else if (ta_boot_owns(p)) {
+		old = ta_boot_usable(p);
+	} else {
+		int state = atomic_load(&ta_state);
+		if (state == TA_PASSTHROUGH)
+			return ta_real.realloc(p, size);
+		struct ta_large *l = state == TA_READY ? ta_large_find(p) : NULL;
+		if (l == NULL) {
+			ta_log_foreign(p, "realloc");
+			errno = ENOMEM;
+			return NULL;
+		}
+		old = l->size;
+		if (size <= old && size > old / 2)
+			return p;
+		if (size > TA_SMALL_MAX) {
+			void *q = ta_large_realloc(l, size);
+			if (q != NULL)
+				return q;
+		}
+	}
+	void *q = ta_malloc(size);
+	if (q == NULL)
+		return NULL;
+	memcpy(q, p, old < size ? old : size);
+	ta_free(p);
+	return q;
+}
+
+void *ta_reallocarray(void *p, size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return ta_realloc(p, total);
+}
+
+static bool power_of_two(size_t x)
+{
+	return x != 0 && (x & (x - 1)) == 0;
+}
+
+void *ta_memalign(size_t align, size_t size)
+{
+	/* glibc rounds an alignment that is not a power of two up to one (and programs rely on
+	 * it under the preload); only posix_memalign rejects it. */
+	if (!power_of_two(align)) {
+		if (align > (SIZE_MAX >> 1) + 1) {
+			errno = EINVAL;
+			return NULL;
+		}
+		size_t p2 = 1;
+		while (p2 < align)
+			p2 <<= 1;
+		align = p2;
+	}
+	if (align <= 16)
+		return ta_malloc(size);
+	return alloc_impl(size, align, -1, false);
+}
+
+int ta_posix_memalign(void **out, size_t align, size_t size)
+{
+	if (!power_of_two(align) || align % sizeof(void *) != 0)
+		return EINVAL;
+	int saved_errno = errno;
+	void *p = ta_memalign(align, size);
+	errno = saved_errno;
+	if (p == NULL)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+void *ta_aligned_alloc(size_t align, size_t size)
+{
+	/* C17 drops the size % align rule; glibc accepts any power of two. */
+	return ta_memalign(align, size);
+}
+
+void *ta_valloc(size_t size)
+{
+	return ta_memalign((size_t)sysconf(_SC_PAGESIZE), size);
+}
+
+void *ta_pvalloc(size_t size)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	if (size > SIZE_MAX - page) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	size_t rounded = size == 0 ? page : (size + page - 1) & ~(page - 1);
+	return ta_memalign(page, rounded);
+}
+
+void *ta_malloc_tier(int tier, size_t size, bool zero)
+{
+	if (tier < 0 || tier >= TA_MAX_TIERS) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return alloc_impl(size, 16, tier, zero);
+}
+
+int ta_tier_of(const void *p)
+{
+	int t = ta_chunk_tier_of(p);
+	if (t >= 0)
+		return t;
+	if (p == NULL || ta_boot_owns(p) || atomic_load(&ta_state) != TA_READY)
+		return -EINVAL;
+	struct ta_large *l = ta_large_find(p);
+	if (l != NULL)
+		return (int)__atomic_load_n(&l->placed, __ATOMIC_RELAXED);
+	return -EINVAL;
+}

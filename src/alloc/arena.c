@@ -1,0 +1,627 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-tier arenas: 4 MiB chunks from the tier's memkind kind, cut into runs of 16 KiB pages, one
+ * size class per run. A run's descriptor, in its chunk's header, holds the run's free objects (a
+ * list through their first word) and how many were never handed out; each tier and class has a
+ * bin listing the runs that have objects to hand out, which the thread caches fill from and flush
+ * to in batches, each object going back to its own run. The chunk map (one byte per 4 MiB of
+ * address space, reserved but only touched where chunks are) answers "is this pointer in a chunk,
+ * and of which tier" in one load.
+ *
+ * Charging is by the run: cutting a run charges the tier its pages, at the limit level the
+ * steering asks for, and a refused charge cuts no run. Objects handed out and freed again move no
+ * charge: their memory stays the process's, in that tier, as the kernel sees it. So reusing a free
+ * object never needs headroom, and what the kernel reports beyond the charges (untracked) is only
+ * what tieralloc does not hold: metadata, page cache, pages the kernel moved.
+ *
+ * A run whose every object is back is empty. Empty runs are given back to the kernel (their
+ * pages dropped with MADV_DONTNEED, their charge returned) once they have been empty for a second
+ * (ta_arena_decay, from slow paths and the worker), and at once when a charge for their tier is
+ * refused (quota pressure). Their pages become a hole in the chunk that the next run of any class
+ * of the tier may take: memory freed in a tier serves its next allocations.
+ *
+ * Locks (their order: alloc/alloc.h, enum ta_lock_rank): a bin's lock, then its tier's
+ * chunk_lock (cutting a run); shape_lock (retag, the pages of purged runs) before any bin lock;
+ * two bins of one class: the lower tier's first.
+ */
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "alloc/alloc.h"
+
+struct ta_arena ta_arenas[TA_MAX_TIERS];
+uint8_t *ta_chunk_map;
+static unsigned arena_count;
+/* Retags and the page maps of purged runs: they change which tier a chunk's pages belong to. */
+static pthread_mutex_t shape_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define TA_DECAY_NS	  (1000ull * 1000 * 1000) /* empty that long: given back */
+#define TA_DECAY_EVERY_NS (100ull * 1000 * 1000)  /* the decay looks at most that often */
+
+int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
+{
+	size_t map_size = (size_t)1 << (TA_ADDR_BITS - TA_CHUNK_SHIFT);
+	void *map = ta_pages_map(map_size, true); /* a few bytes of it are touched */
+	if (map == NULL)
+		return -ENOMEM;
+	/* The tiers in use only: the others' locks are never taken, and initialising them would
+	 * touch 8 KiB of .bss per tier in every process. */
+	for (unsigned t = 0; t < ntiers; t++) {
+		struct ta_arena *a = &ta_arenas[t];
+		for (unsigned c = 0; c < TA_NCLASSES; c++)
+			pthread_mutex_init(&a->bins[c].lock, NULL);
+		pthread_mutex_init(&a->chunk_lock, NULL);
+	}
+	ta_charge_init(ntiers, limits);
+	arena_count = ntiers;
+	ta_chunk_map = map;
+	return 0;
+}
+
+/*
+ * A tier's first chunks get no transparent huge pages. Under THP "always" the first touch of any
+ * 2 MiB of a chunk faults all of it, so the chunk runs are being cut from costs up to 2 MiB more
+ * than what is in use: for a program holding a few MiB that is most of what it holds. Past
+ * TA_THP_AFTER chunks (64 MiB) that bound is under 3% of the tier's chunks, and the rest of them
+ * get huge pages as the kernel's setting says.
+ */
+#define TA_THP_AFTER 16
+
+static struct ta_chunk *chunk_new(unsigned tier)
+{
+	struct ta_chunk *c = ta_backend_chunk(tier);
+	if (c == NULL) {
+		atomic_fetch_add(&ta_arenas[tier].backend_failures, 1);
+		return NULL;
+	}
+	if (atomic_load_explicit(&ta_arenas[tier].nchunks, memory_order_relaxed) < TA_THP_AFTER)
+		syscall(SYS_madvise, c, TA_CHUNK_SIZE, MADV_NOHUGEPAGE);
+	/* The header's run descriptors are written as runs are cut: the rest of the page stays
+	 * untouched. */
+	c->magic = TA_CHUNK_MAGIC;
+	c->tier = tier;
+	c->pages_used = 1; /* page 0 holds this header */
+	c->carved_ns = ta_monotonic_ns();
+	c->gate_state = 0;
+	c->demoted = 0;
+	c->pages_free = 0;
+	c->moving = 0;
+	c->heat = 0;
+	c->on_holes = 0;
+	c->holes_next = NULL;
+	memset(c->page_class, TA_PAGE_NONE, sizeof(c->page_class));
+	memset(c->run_back, 0, sizeof(c->run_back));
+	struct ta_arena *a = &ta_arenas[tier];
+	c->next = a->chunks;
+	a->chunks = c;
+	atomic_fetch_add(&a->nchunks, 1);
+	/* Publish last: free() trusts the map. */
+	__atomic_store_n(&ta_chunk_map[(uintptr_t)c >> TA_CHUNK_SHIFT], (uint8_t)(tier + 1),
+			 __ATOMIC_RELEASE);
+	return c;
+}
+
+static inline struct ta_chunk *chunk_of(const void *p)
+{
+	return (struct ta_chunk *)((uintptr_t)p & ~(TA_CHUNK_SIZE - 1));
+}
+
+static inline unsigned run_first(const struct ta_run *r)
+{
+	return (unsigned)(r - chunk_of(r)->run);
+}
+
+static inline char *run_base(const struct ta_run *r)
+{
+	return (char *)chunk_of(r) + (size_t)run_first(r) * TA_PAGE_SIZE;
+}
+
+static inline struct ta_run *run_of(const void *p)
+{
+	struct ta_chunk *c = chunk_of(p);
+	unsigned page = (unsigned)(((uintptr_t)p & (TA_CHUNK_SIZE - 1)) >> TA_PAGE_SHIFT);
+	return &c->run[page - c->run_back[page]];
+}
+
+/* pages free pages in a row below c's bump, or 0. */
+static unsigned hole_in(const struct ta_chunk *c, unsigned pages)
+{
+	unsigned row = 0;
+	for (unsigned p = 1; p < c->pages_used; p++) {
+		row = c->page_class[p] == TA_PAGE_NONE ? row + 1 : 0;
+		if (row == pages)
+			return p + 1 - pages;
+	}
+	return 0;
+}
+
+static void holes_unlink(struct ta_arena *a, struct ta_chunk *c)
+{
+	for (struct ta_chunk **link = &a->holes; *link != NULL; link = &(*link)->holes_next) {
+		if (*link == c) {
+			*link = c->holes_next;
+			break;
+		}
+	}
+	c->on_holes = 0;
+	c->holes_next = NULL;
+}
+
+/* Where a run of cls goes: a hole of a whole run in a chunk of the tier, else the current chunk's
+ * bump (its end taking a shorter run), else a new chunk; sets *pages and *fresh_chunk (the caller
+ * makes it). Called with the tier's chunk_lock. */
+static struct ta_chunk *run_place(unsigned tier, unsigned cls, unsigned *first, unsigned *pages,
+				  bool *fresh_chunk)
+{
+	struct ta_arena *a = &ta_arenas[tier];
+	unsigned whole = ta_class_run_pages(cls);
+	*fresh_chunk = false;
+	/* Holes first: memory given back is what a tier's next runs should take. Not in a chunk
+	 * the gate relaxed (new faults there would land on the faulting CPU's node). */
+	for (struct ta_chunk *c = a->holes; c != NULL; c = c->holes_next) {
+		if (c->pages_free < whole || c->moving ||
+		    __atomic_load_n(&c->gate_state, __ATOMIC_RELAXED) != 0)
+			continue;
+		unsigned at = hole_in(c, whole);
+		if (at != 0) {
+			*first = at;
+			*pages = whole;
+			return c;
+		}
+	}
+	struct ta_chunk *c = a->cur;
+	unsigned fit = c != NULL ? ta_class_run_fit(cls, TA_CHUNK_PAGES - c->pages_used) : 0;
+	if (fit != 0) {
+		*first = c->pages_used;
+		*pages = fit;
+		return c;
+	}
+	*fresh_chunk = true;
+	*first = 1;
+	*pages = whole;
+	return NULL;
+}
+
+/* A new run of cls, its pages charged as ch says. Called with the class's bin lock. */
+static struct ta_run *run_new(unsigned tier, unsigned cls, struct ta_fill_charge *ch)
+{
+	struct ta_arena *a = &ta_arenas[tier];
+	ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
+	unsigned first, pages;
+	bool fresh_chunk;
+	struct ta_chunk *c = run_place(tier, cls, &first, &pages, &fresh_chunk);
+	uint64_t bytes = (uint64_t)pages * TA_PAGE_SIZE;
+	if (!ta_charge(tier, bytes, ch->level, ch->force)) {
+		ch->refused = true;
+		ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
+		return NULL;
+	}
+	if (fresh_chunk) {
+		c = chunk_new(tier);
+		if (c == NULL) {
+			ta_uncharge(tier, bytes);
+			ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
+			return NULL;
+		}
+		a->cur = c;
+	}
+	if (first < c->pages_used) { /* a hole */
+		c->pages_free -= pages;
+		if (c->pages_free == 0)
+			holes_unlink(a, c);
+	} else {
+		c->pages_used += pages;
+	}
+	for (unsigned i = 0; i < pages; i++) {
+		c->page_class[first + i] = (uint8_t)cls;
+		c->run_back[first + i] = (uint8_t)i;
+	}
+	c->carved_ns = ta_monotonic_ns();
+	struct ta_run *r = &c->run[first];
+	r->free = NULL;
+	r->next = r->prev = NULL;
+	r->empty_ns = 0;
+	r->nfree = 0;
+	r->fresh = 0;
+	r->nobj = (uint32_t)((size_t)pages * TA_PAGE_SIZE / ta_class_size[cls]);
+	r->cls = (uint8_t)cls;
+	r->tier = (uint8_t)tier;
+	r->listed = 0;
+	r->pages = (uint8_t)pages;
+	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
+	return r;
+}
+
+/* ---- a bin's list of runs with objects to hand out (under the bin's lock) ---- */
+
+/* Changed under the bin's lock; read without it by the purge, to skip bins with nothing empty. */
+static inline void nempty_add(struct ta_central_bin *b, int d)
+{
+	__atomic_store_n(&b->nempty, b->nempty + (uint32_t)d, __ATOMIC_RELAXED);
+}
+
+static void list_add(struct ta_central_bin *b, struct ta_run *r, bool at_head)
+{
+	r->listed = 1;
+	if (at_head) {
+		r->prev = NULL;
+		r->next = b->head;
+		if (b->head != NULL)
+			b->head->prev = r;
+		else
+			b->tail = r;
+		b->head = r;
+	} else {
+		r->next = NULL;
+		r->prev = b->tail;
+		if (b->tail != NULL)
+			b->tail->next = r;
+		else
+			b->head = r;
+		b->tail = r;
+	}
+}
+
+static void list_del(struct ta_central_bin *b, struct ta_run *r)
+{
+	if (r->prev != NULL)
+		r->prev->next = r->next;
+	else
+		b->head = r->next;
+	if (r->next != NULL)
+		r->next->prev = r->prev;
+	else
+		b->tail = r->prev;
+	r->next = r->prev = NULL;
+	r->listed = 0;
+	if (r->empty_ns != 0) {
+		r->empty_ns = 0;
+		nempty_add(b, -1);
+	}
+}
+
+unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
+		       struct ta_fill_charge *ch)
+{
+	struct ta_central_bin *b = &ta_arenas[tier].bins[cls];
+	size_t size = ta_class_size[cls];
+	unsigned got = 0;
+	ta_lock(&b->lock, TA_RANK_BIN);
+	while (got < want) {
+		struct ta_run *r = b->head;
+		if (r == NULL) {
+			r = run_new(tier, cls, ch);
+			if (r == NULL)
+				break;
+			list_add(b, r, true);
+		}
+		if (r->empty_ns != 0) { /* objects go out: no longer empty */
+			r->empty_ns = 0;
+			nempty_add(b, -1);
+		}
+		while (got < want && r->free != NULL) {
+			void *p = r->free;
+			r->free = *(void **)p;
+			r->nfree--;
+			out[got++] = p;
+		}
+		/* Fresh objects are not touched here: first touch happens in the caller's hands.
+		 * They go out highest first: a thread cache hands out the last of them first, so a
+		 * class fills its run upward from the bottom, leaving one partly touched page at
+		 * the top rather than one at each end of every refill's window (about 2 KiB per
+		 * class used, 128 classes, in every process). */
+		char *base = run_base(r);
+		unsigned fresh = r->nobj - r->fresh < want - got ? r->nobj - r->fresh : want - got;
+		for (unsigned i = fresh; i-- > 0;)
+			out[got++] = base + (size_t)(r->fresh + i) * size;
+		r->fresh += fresh;
+		if (r->free == NULL && r->fresh == r->nobj)
+			list_del(b, r);
+	}
+	ta_unlock(&b->lock, TA_RANK_BIN);
+	return got;
+}
+
+/* Give objs back to their runs, which the bin of (tier, cls) lists; objects whose run is listed
+ * by another tier's bin (its chunk was retagged since they were freed) are left in *others. */
+static unsigned flush_locked(struct ta_central_bin *b, unsigned tier, void *const *objs, unsigned n,
+			     void **others)
+{
+	unsigned nothers = 0;
+	uint64_t now = 0;
+	for (unsigned i = 0; i < n; i++) {
+		void *p = objs[i];
+		struct ta_run *r = run_of(p);
+		if (r->tier != tier) {
+			others[nothers++] = p;
+			continue;
+		}
+		*(void **)p = r->free;
+		r->free = p;
+		r->nfree++;
+		if (!r->listed)
+			list_add(b, r, false);
+		if (r->nfree + (r->nobj - r->fresh) == r->nobj && r->empty_ns == 0) {
+			if (now == 0)
+				now = ta_monotonic_ns();
+			r->empty_ns = now;
+			nempty_add(b, 1);
+		}
+	}
+	return nothers;
+}
+
+void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n)
+{
+	while (n > 0) {
+		void *others[64];
+		unsigned batch = n < 64 ? n : 64, nothers;
+		struct ta_central_bin *b = &ta_arenas[tier].bins[cls];
+		ta_lock(&b->lock, TA_RANK_BIN);
+		nothers = flush_locked(b, tier, objs, batch, others);
+		ta_unlock(&b->lock, TA_RANK_BIN);
+		/* Rare: a retag moved their runs to another tier's bin. It counted these cached
+		 * objects live in that tier as if in use: they were not. */
+		for (unsigned i = 0; i < nothers; i++) {
+			unsigned moved_to =
+			    __atomic_load_n(&run_of(others[i])->tier, __ATOMIC_ACQUIRE);
+			if (moved_to < arena_count)
+				ta_arena_move_live(moved_to, tier, ta_class_size[cls]);
+			for (;;) {
+				unsigned u =
+				    __atomic_load_n(&run_of(others[i])->tier, __ATOMIC_ACQUIRE);
+				struct ta_central_bin *ob = &ta_arenas[u].bins[cls];
+				ta_lock(&ob->lock, TA_RANK_BIN);
+				void *again;
+				unsigned left = flush_locked(ob, u, &others[i], 1, &again);
+				ta_unlock(&ob->lock, TA_RANK_BIN);
+				if (left == 0)
+					break;
+			}
+		}
+		objs += batch;
+		n -= batch;
+	}
+}
+
+/* ---- giving empty runs back ---- */
+
+/* r's pages (unlisted, every object back) go back to the kernel and its tier's charge. */
+static uint64_t release_run(struct ta_run *r)
+{
+	struct ta_chunk *c = chunk_of(r);
+	unsigned first = run_first(r), pages = r->pages;
+	uint64_t bytes = (uint64_t)pages * TA_PAGE_SIZE;
+	syscall(SYS_madvise, run_base(r), (size_t)bytes, MADV_DONTNEED);
+	ta_lock(&shape_lock, TA_RANK_SHAPE);
+	unsigned tier = c->tier; /* stable under shape_lock: the tier charged for it now */
+	struct ta_arena *a = &ta_arenas[tier];
+	ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
+	for (unsigned i = 0; i < pages; i++) {
+		c->page_class[first + i] = TA_PAGE_NONE;
+		c->run_back[first + i] = 0;
+	}
+	c->pages_free += pages;
+	if (!c->on_holes) {
+		c->on_holes = 1;
+		c->holes_next = a->holes;
+		a->holes = c;
+	}
+	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
+	ta_uncharge(tier, bytes);
+	atomic_fetch_add(&a->purged, bytes);
+	ta_unlock(&shape_lock, TA_RANK_SHAPE);
+	return bytes;
+}
+
+uint64_t ta_arena_purge(unsigned tier, uint64_t min_age_ns)
+{
+	enum { BATCH = 64 };
+	uint64_t now = ta_monotonic_ns(), bytes = 0;
+	for (unsigned cls = 0; cls < TA_NCLASSES; cls++) {
+		struct ta_central_bin *b = &ta_arenas[tier].bins[cls];
+		for (;;) {
+			if (__atomic_load_n(&b->nempty, __ATOMIC_RELAXED) == 0)
+				break;
+			struct ta_run *take[BATCH];
+			unsigned n = 0;
+			ta_lock(&b->lock, TA_RANK_BIN);
+			for (struct ta_run *r = b->head, *next; r != NULL && n < BATCH; r = next) {
+				next = r->next;
+				if (r->empty_ns != 0 && now - r->empty_ns >= min_age_ns) {
+					list_del(b, r);
+					r->tier = UINT8_MAX; /* no bin's: being given back */
+					take[n++] = r;
+				}
+			}
+			ta_unlock(&b->lock, TA_RANK_BIN);
+			for (unsigned i = 0; i < n; i++)
+				bytes += release_run(take[i]);
+			if (n < BATCH)
+				break;
+		}
+	}
+	return bytes;
+}
+
+uint64_t ta_give_back(unsigned tier)
+{
+	uint64_t before = ta_keep_released(tier);
+	uint64_t bytes = ta_arena_purge(tier, 0);
+	if (ta_keep_release(tier))
+		bytes += ta_keep_released(tier) - before;
+	return bytes;
+}
+
+uint64_t ta_purge_all(void)
+{
+	uint64_t bytes = 0;
+	for (unsigned t = 0; t < arena_count; t++)
+		bytes += ta_give_back(t);
+	return bytes;
+}
+
+void ta_arena_decay(void)
+{
+	static _Atomic uint64_t next_ns;
+	uint64_t now = ta_monotonic_ns(),
+		 due = atomic_load_explicit(&next_ns, memory_order_relaxed);
+	if (now < due || !atomic_compare_exchange_strong(&next_ns, &due, now + TA_DECAY_EVERY_NS))
+		return;
+	for (unsigned t = 0; t < arena_count; t++)
+		ta_arena_purge(t, TA_DECAY_NS);
+}
+
+void ta_arena_move_live(unsigned from, unsigned to, uint64_t bytes)
+{
+	/* Statistics: the moved objects' live bytes are now counted in the lower tier. */
+	atomic_fetch_sub(&ta_arenas[from].folded_live, (int64_t)bytes);
+	atomic_fetch_add(&ta_arenas[to].folded_live, (int64_t)bytes);
+}
+
+static bool chunk_movable(unsigned tier, struct ta_chunk *c)
+{
+	return c != ta_arenas[tier].cur && !c->moving;
+}
+
+unsigned ta_arena_chunks(unsigned tier, struct ta_chunk_info *out, unsigned max, bool movable)
+{
+	struct ta_arena *a = &ta_arenas[tier];
+	unsigned n = 0;
+	ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
+	for (struct ta_chunk *c = a->chunks; c != NULL && n < max; c = c->next) {
+		if (movable && !chunk_movable(tier, c))
+			continue;
+		out[n].chunk = c;
+		out[n].carved_ns = c->carved_ns;
+		out[n].pages_used = c->pages_used;
+		out[n].pages_held = c->pages_used - c->pages_free;
+		out[n].heat = c->heat;
+		n++;
+	}
+	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
+	return n;
+}
+
+int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
+{
+	ta_lock(&shape_lock, TA_RANK_SHAPE);
+	unsigned from = c->tier;
+	struct ta_arena *a = &ta_arenas[from], *b = &ta_arenas[to];
+	ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
+	if (from == to || !chunk_movable(from, c)) {
+		ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
+		ta_unlock(&shape_lock, TA_RANK_SHAPE);
+		return -1;
+	}
+	c->moving = 1; /* no run is cut from it (a hole) while its runs change bins */
+	uint32_t used = c->pages_used;
+	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
+
+	/* Each run to the other tier's bin of its class. Runs being given back (tier UINT8_MAX)
+	 * are the purge's; their pages still count in what moves (release_run waits for us). */
+	uint64_t carved = 0, avail = 0;
+	for (unsigned p = 1; p < used; p++) {
+		if (c->page_class[p] == TA_PAGE_NONE || c->run_back[p] != 0)
+			continue;
+		struct ta_run *r = &c->run[p];
+		unsigned cls = r->cls;
+		struct ta_central_bin *ba = &a->bins[cls], *bb = &b->bins[cls];
+		struct ta_central_bin *lo = from < to ? ba : bb, *hi = from < to ? bb : ba;
+		ta_lock(&lo->lock, TA_RANK_BIN);
+		ta_lock(&hi->lock, TA_RANK_BIN_HIGH);
+		if (r->tier == from) {
+			bool listed = r->listed;
+			uint64_t empty = r->empty_ns;
+			if (listed)
+				list_del(ba, r);
+			__atomic_store_n(&r->tier, (uint8_t)to, __ATOMIC_RELEASE);
+			if (listed) {
+				list_add(bb, r, false);
+				if (empty != 0) {
+					r->empty_ns = empty;
+					nempty_add(bb, 1);
+				}
+			}
+			carved += (uint64_t)r->nobj * ta_class_size[cls];
+			avail += (uint64_t)(r->nfree + r->nobj - r->fresh) * ta_class_size[cls];
+		}
+		ta_unlock(&hi->lock, TA_RANK_BIN_HIGH);
+		ta_unlock(&lo->lock, TA_RANK_BIN);
+	}
+
+	/* From here on frees of its objects go to the new tier. */
+	c->tier = to;
+	c->demoted = 1;
+	__atomic_store_n(&c->gate_state, 0,
+			 __ATOMIC_RELAXED); /* the move bound it to its new tier */
+	__atomic_store_n(&ta_chunk_map[(uintptr_t)c >> TA_CHUNK_SHIFT], (uint8_t)(to + 1),
+			 __ATOMIC_RELEASE);
+	/* Off the old tier's lists, onto the new one's. */
+	ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
+	for (struct ta_chunk **link = &a->chunks; *link != NULL; link = &(*link)->next) {
+		if (*link == c) {
+			*link = c->next;
+			break;
+		}
+	}
+	if (c->on_holes)
+		holes_unlink(a, c);
+	uint32_t holes = c->pages_free;
+	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
+	atomic_fetch_sub(&a->nchunks, 1);
+	ta_lock(&b->chunk_lock, TA_RANK_CHUNK);
+	c->next = b->chunks;
+	b->chunks = c;
+	if (holes != 0) {
+		c->on_holes = 1;
+		c->holes_next = b->holes;
+		b->holes = c;
+	}
+	c->moving = 0;
+	ta_unlock(&b->chunk_lock, TA_RANK_CHUNK);
+	atomic_fetch_add(&b->nchunks, 1);
+	atomic_fetch_add(&a->demotions, 1);
+	ta_unlock(&shape_lock, TA_RANK_SHAPE);
+	/* Its runs were charged to the old tier when they were cut: that charge moves whole. For
+	 * the statistics, the objects out of their runs were counted live in the old tier and will
+	 * be freed to the new one. Some of them sit in threads' caches instead: each is put right
+	 * when its thread hands it out or flushes it and finds it in the other tier (alloc.c,
+	 * ta_arena_flush). No thread reads another's cache: its owner changes it without a lock. */
+	*live = carved > avail ? carved - avail : 0;
+	return (int64_t)(used - 1 - holes) * (int64_t)TA_PAGE_SIZE;
+}
+
+/* Fork: take every arena lock so that the child sees consistent lists, in one fixed order. */
+void ta_arena_fork_prepare(void)
+{
+	pthread_mutex_lock(&shape_lock);
+	for (unsigned t = 0; t < arena_count; t++) {
+		for (unsigned c = 0; c < TA_NCLASSES; c++)
+			pthread_mutex_lock(&ta_arenas[t].bins[c].lock);
+		pthread_mutex_lock(&ta_arenas[t].chunk_lock);
+	}
+}
+
+void ta_arena_fork_parent(void)
+{
+	for (unsigned t = arena_count; t-- > 0;) {
+		pthread_mutex_unlock(&ta_arenas[t].chunk_lock);
+		for (unsigned c = TA_NCLASSES; c-- > 0;)
+			pthread_mutex_unlock(&ta_arenas[t].bins[c].lock);
+	}
+	pthread_mutex_unlock(&shape_lock);
+}
+
+void ta_arena_fork_child(void)
+{
+	/* The forking thread owns every lock; re-initialising is the robust choice. */
+	for (unsigned t = 0; t < arena_count; t++) {
+		for (unsigned c = 0; c < TA_NCLASSES; c++)
+			pthread_mutex_init(&ta_arenas[t].bins[c].lock, NULL);
+		pthread_mutex_init(&ta_arenas[t].chunk_lock, NULL);
+	}
+	pthread_mutex_init(&shape_lock, NULL);
+}

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Placing ranges of memory on a tier's nodes: the only file that calls mbind(2) and
+ * move_pages(2). The enforcement pass demotes and binds with it (demote.c, gate.c), and a large
+ * object's free gives its range back to its home tier's policy (large.c).
+ *
+ * memkind binds each kind's memory to its nodes (MPOL_BIND without MPOL_F_NUMA_BALANCING, seen
+ * as "bind:N" in /proc/PID/numa_maps), so NUMA balancing never promotes tieralloc's memory until
+ * the promotion gate relaxes a range (ta_relax_range).
+ */
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "alloc/alloc.h"
+
+#define MODE_BIND	    2	      /* MPOL_BIND */
+#define MODE_NUMA_BALANCING (1 << 13) /* MPOL_F_NUMA_BALANCING, Linux >= 5.15 */
+#define FLAG_MOVE	    (1 << 1)  /* MPOL_MF_MOVE: this process's pages only */
+#define PAGE		    4096ul
+
+static long sys_mbind(uintptr_t start, size_t len, int mode, uint64_t nodes, unsigned flags)
+{
+	/* maxnode counts bits and the kernel drops the last one: pass one more than we use. */
+	return syscall(SYS_mbind, start, len, mode, &nodes, (unsigned long)TA_MAX_NODES + 1, flags);
+}
+
+/* The whole pages inside [addr, addr+len): the object's edges share pages with neighbours. */
+static bool inner_pages(void *addr, size_t len, uintptr_t *start, size_t *n)
+{
+	uintptr_t a = ((uintptr_t)addr + PAGE - 1) & ~(PAGE - 1);
+	uintptr_t e = ((uintptr_t)addr + len) & ~(PAGE - 1);
+	if (e <= a)
+		return false;
+	*start = a;
+	*n = e - a;
+	return true;
+}
+
+static int policy_call(void *addr, size_t len, int mode, uint64_t nodes, unsigned flags)
+{
+	uintptr_t start;
+	size_t n;
+	if (!inner_pages(addr, len, &start, &n))
+		return -EINVAL;
+	int saved = errno;
+	int rc = sys_mbind(start, n, mode, nodes, flags) == 0 ? 0 : -errno;
+	errno = saved;
+	return rc;
+}
+
+/*
+ * Bind the range to the tier (policy only: mbind holds the mmap lock for writing, so its own
+ * MPOL_MF_MOVE would stall every page fault and mmap of the program for the whole migration),
+ * then move its pages with move_pages(2), which takes the lock for reading, a batch at a time.
+ */
+int ta_demote_range(void *addr, size_t len, unsigned tier)
+{
+	int rc = policy_call(addr, len, MODE_BIND, ta_topo.tier[tier].nodes, 0);
+	if (rc != 0)
+		return rc;
+	enum { BATCH = 512 };
+	void *pages[BATCH];
+	int nodes[BATCH], status[BATCH];
+	uintptr_t start;
+	size_t n;
+	if (!inner_pages(addr, len, &start, &n))
+		return -EINVAL;
+	/* The tier's nodes, taken in turn page by page. */
+	int tier_nodes[TA_MAX_NODES];
+	unsigned ntier_nodes = 0;
+	for (unsigned node = 0; node < TA_MAX_NODES; node++)
+		if (ta_topo.tier[tier].nodes & (1ull << node))
+			tier_nodes[ntier_nodes++] = (int)node;
+	if (ntier_nodes == 0)
+		return -EINVAL;
+	int saved = errno;
+	unsigned turn = 0;
+	for (uintptr_t a = start; a < start + n;) {
+		unsigned k = 0;
+		for (; k < BATCH && a < start + n; k++, a += PAGE) {
+			pages[k] = (void *)a;
+			nodes[k] = tier_nodes[turn++ % ntier_nodes];
+		}
+		if (syscall(SYS_move_pages, 0, (unsigned long)k, pages, nodes, status, 0) < 0 &&
+		    errno != ENOENT) {
+			rc = -errno;
+			break;
+		}
+	}
+	errno = saved;
+	return rc;
+}
+
+int ta_bind_range(void *addr, size_t len, unsigned tier, bool move)
+{
+	return policy_call(addr, len, MODE_BIND, ta_topo.tier[tier].nodes, move ? FLAG_MOVE : 0);
+}
+
+int ta_relax_range(void *addr, size_t len, unsigned tier, unsigned upto)
+{
+	/* A bind over this tier and the faster ones, with balancing on: pages already here stay
+	 * until the kernel finds them misplaced (accessed from a faster node's CPU). Only ranges
+	 * whose pages are all present are relaxed: a new fault would land on the nearest node. */
+	uint64_t nodes = ta_topo.tier[tier].nodes;
+	for (unsigned t = upto; t < tier; t++)
+		nodes |= ta_topo.tier[t].nodes;
+	return policy_call(addr, len, MODE_BIND | MODE_NUMA_BALANCING, nodes, 0);
+}
+
+void ta_restore_range(void *addr, size_t len, unsigned home)
+{
+	uintptr_t start;
+	size_t n;
+	if (!inner_pages(addr, len, &start, &n))
+		return;
+	int saved = errno;
+	/* The range goes back to memkind for reuse by the home tier: drop its pages rather than
+	 * move them (their contents are dead), so that the next touch faults under home's policy.
+	 */
+	sys_mbind(start, n, MODE_BIND, ta_topo.tier[home].nodes, 0);
+	syscall(SYS_madvise, start, n, MADV_DONTNEED);
+	errno = saved;
+}

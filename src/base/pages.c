@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Anonymous memory for the allocator's own metadata (thread caches, large-object records and
+ * their table, the bootstrap buffer's extensions, the chunk map). Raw syscalls: callers run before
+ * the C library is ready, from signal handlers and inside malloc.
+ *
+ * No huge pages: under THP "always", any 2 MiB-aligned range of an anonymous mapping becomes one
+ * huge page at its first touch, and the kernel merges neighbouring mappings with the same flags,
+ * so a few small metadata mappings side by side would turn a few touched bytes into 2 MiB of the
+ * container's memory. MADV_NOHUGEPAGE also keeps them from merging with other mappings.
+ */
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/base.h"
+
+void *ta_pages_map(size_t bytes, bool reserve_only)
+{
+	int flags = MAP_PRIVATE | MAP_ANONYMOUS | (reserve_only ? MAP_NORESERVE : 0);
+	void *p = (void *)syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	syscall(SYS_madvise, p, bytes, MADV_NOHUGEPAGE);
+	return p;
+}
+
+void ta_pages_unmap(void *p, size_t bytes)
+{
+	syscall(SYS_munmap, p, bytes);
+}

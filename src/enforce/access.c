@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which of this process's memory was written lately, from soft-dirty bits: the access signal a
+ * process can read about itself without privileges. Every TIERALLOC_ACCESS_PERIOD, while the
+ * worker runs enforcement passes, it reads /proc/self/pagemap over the used pages of every chunk
+ * and every large object, counts the present pages written since the last clear (bit 55), folds
+ * that fraction into the range's heat, and clears the bits by writing "4" to
+ * /proc/self/clear_refs.
+ *
+ * The cost: a clear write-protects every page of the process, so the first write to each page
+ * after it takes a minor fault (one per huge page where THP backs it), and pagemap costs 8 bytes
+ * read per 4 KiB page. A sample that takes more than 2% of the period stretches the period to
+ * keep the worker within 2% of a CPU. bench/run-access.sh measures both. Nothing of it is on
+ * malloc's path.
+ *
+ * What it cannot see is reads: a range only read looks as cold as one never touched. The ranking
+ * breaks ties by age (younger is warmer), so read-mostly data keeps today's order among itself.
+ *
+ * Heat: 0 unknown, otherwise 1 + the written part in per mille, the newest sample weighing 3/4.
+ * A sample says something only of pages that existed at the clear before it: a fresh page is
+ * dirty because it was just faulted in. So a large object born since the last clear, or a chunk
+ * a run was cut from since then, stays unknown for that period (and ranks as hottest: it was just
+ * written), and the probe's clear primes the first sample.
+ */
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "enforce/enforce.h"
+
+#define PAGEMAP_PRESENT	   (1ull << 63)
+#define PAGEMAP_SOFT_DIRTY (1ull << 55)
+#define SMALL_PAGE	   4096u
+
+struct ta_access_tier ta_access_tiers[TA_MAX_TIERS];
+_Atomic uint64_t ta_access_samples;   /* periods sampled (the priming clear not counted) */
+_Atomic uint64_t ta_access_sample_ns; /* time the worker spent in the last sample */
+_Atomic uint64_t ta_access_period_ns; /* the period in force */
+
+enum { SOURCE_UNPROBED, SOURCE_READY, SOURCE_NONE };
+static int source_state = SOURCE_UNPROBED; /* the worker's alone */
+static char source_why[96];
+static int pagemap_fd = -1, clear_fd = -1;
+static uint64_t last_ns;   /* the last clear */
+static uint64_t period_ns; /* until the next: the option's, or longer (ta_access_tick) */
+
+void ta_access_count(const uint64_t *entries, size_t n, uint64_t *present, uint64_t *written)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (!(entries[i] & PAGEMAP_PRESENT))
+			continue;
+		(*present)++;
+		if (entries[i] & PAGEMAP_SOFT_DIRTY)
+			(*written)++;
+	}
+}
+
+uint32_t ta_access_heat(uint32_t prev, uint64_t present, uint64_t written)
+{
+	uint64_t part = present == 0 ? 0 : written * 1000 / present;
+	if (part > 1000)
+		part = 1000;
+	if (!ta_heat_known(prev))
+		return (uint32_t)part + 1;
+	return (uint32_t)(((uint64_t)(prev - 1) + 3 * part) / 4) + 1;
+}
+
+bool ta_access_is_hot(uint32_t heat)
+{
+	return ta_heat_known(heat) && heat > TA_HEAT_HOT;
+}
+
+const char *ta_access_source(void)
+{
+	if (ta_opts.access == TA_ACCESS_AGE)
+		return "age";
+	int s = __atomic_load_n(&source_state, __ATOMIC_ACQUIRE);
+	if (s == SOURCE_READY)
+		return "soft-dirty";
+	if (s == SOURCE_NONE)
+		return source_why;
+	return "soft-dirty (not sampled yet)";
+}
+
+bool ta_access_active(void)
+{
+	return ta_opts.access == TA_ACCESS_SOFT_DIRTY &&
+	       __atomic_load_n(&source_state, __ATOMIC_ACQUIRE) == SOURCE_READY &&
+	       atomic_load(&ta_access_samples) > 0;
+}
+
+static int read_entry(const void *addr, uint64_t *e)
+{
+	off_t off = (off_t)((uintptr_t)addr / SMALL_PAGE * sizeof(uint64_t));
+	return pread(pagemap_fd, e, sizeof(*e), off) == (ssize_t)sizeof(*e) ? 0 : -1;
+}
+
+static int clear_bits(void)
+{
+	return write(clear_fd, "4", 1) == 1 ? 0 : -1;
+}
+
+/* Whether the kernel keeps soft-dirty bits, tried on a page of our own: written it has the bit,
+ * cleared it loses it, written again it has it back. The clear is the first, priming one. */
+static const char *probe(void)
+{
+	pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (pagemap_fd < 0)
+		return "age (soft-dirty: /proc/self/pagemap cannot be read)";
+	clear_fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+	if (clear_fd < 0)
+		return "age (soft-dirty: /proc/self/clear_refs cannot be written)";
+	volatile unsigned char *page =
+	    mmap(NULL, SMALL_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (page == MAP_FAILED)
+		return "age (soft-dirty: no page to probe with)";
+	const char *why = NULL;
+	uint64_t e = 0;
+	page[0] = 1;
+	if (read_entry((const void *)page, &e) != 0 || !(e & PAGEMAP_PRESENT))
+		why = "age (soft-dirty: pagemap shows no present page)";
+	else if (!(e & PAGEMAP_SOFT_DIRTY))
+		why = "age (the kernel keeps no soft-dirty bits: CONFIG_MEM_SOFT_DIRTY)";
+	else if (clear_bits() != 0)
+		why = "age (soft-dirty: clear_refs refused \"4\")";
+	else if (read_entry((const void *)page, &e) != 0 || (e & PAGEMAP_SOFT_DIRTY))
+		why = "age (soft-dirty: clear_refs left the bit set)";
+	else {
+		page[0] = 2;
+		if (read_entry((const void *)page, &e) != 0 || !(e & PAGEMAP_SOFT_DIRTY))
+			why = "age (soft-dirty: a write after a clear sets no bit)";
+	}
+	munmap((void *)page, SMALL_PAGE);
+	return why;
+}
+
+/* Present and written small pages of [addr, addr + len), from pagemap. */
+static void sample_range(const void *addr, size_t len, uint64_t *present, uint64_t *written)
+{
+	static uint64_t entries[512]; /* 2 MiB of address a read: the worker is alone here */
+	uintptr_t first = (uintptr_t)addr / SMALL_PAGE;
+	uintptr_t end = ((uintptr_t)addr + len + SMALL_PAGE - 1) / SMALL_PAGE;
+	for (uintptr_t p = first; p < end;) {
+		size_t n = end - p < 512 ? end - p : 512;
+		ssize_t got =
+		    pread(pagemap_fd, entries, n * sizeof(uint64_t), (off_t)(p * sizeof(uint64_t)));
+		if (got <= 0)
+			return;
+		n = (size_t)got / sizeof(uint64_t);
+		ta_access_count(entries, n, present, written);
+		p += n;
+	}
+}
+
+#define MAX_CHUNKS 4096
+#define MAX_LARGE  1024
+
+/* Pages that existed at the last clear (at since) tell something; fresh ones do not. */
+static uint32_t heat_after(uint32_t prev, uint64_t made_ns, uint64_t since, uint64_t present,
+			   uint64_t written)
+{
+	if (made_ns >= since || prev == TA_HEAT_MOVED)
+		return 0;
+	return ta_access_heat(prev, present, written);
+}
+
+static void count(uint32_t heat, uint64_t bytes, uint64_t sums[3])
+{
+	sums[!ta_heat_known(heat) ? 2 : ta_access_is_hot(heat) ? 0 : 1] += bytes;
+}
+
+static void sample_tier(unsigned t, uint64_t now, uint64_t since, uint64_t sums[3])
+{
+	static struct ta_chunk_info info[MAX_CHUNKS];
+	static struct ta_cold_range large[MAX_LARGE];
+	unsigned nc = ta_arena_chunks(t, info, MAX_CHUNKS, false);
+	for (unsigned i = 0; i < nc; i++) {
+		uint64_t present = 0, written = 0;
+		struct ta_chunk *c = info[i].chunk;
+		sample_range(c, (size_t)info[i].pages_used * TA_PAGE_SIZE, &present, &written);
+		c->heat = heat_after(info[i].heat, info[i].carved_ns, since, present, written);
+		count(c->heat, present * SMALL_PAGE, sums);
+	}
+	unsigned nl = ta_large_take(t, large, MAX_LARGE, now);
+	for (unsigned i = 0; i < nl; i++) {
+		uint64_t present = 0, written = 0;
+		struct ta_large *l = large[i].owner;
+		sample_range(large[i].addr, large[i].len, &present, &written);
+		uint32_t heat =
+		    heat_after(large[i].heat, now - large[i].age_ns, since, present, written);
+		ta_large_set_heat(l, heat);
+		count(heat, present * SMALL_PAGE, sums);
+		ta_cold_release(&large[i], -1, -1);
+	}
+}
+
+bool ta_access_tick(void)
+{
+	if (ta_opts.access != TA_ACCESS_SOFT_DIRTY || source_state == SOURCE_NONE)
+		return false;
+	uint64_t now = ta_monotonic_ns();
+	if (last_ns != 0 && now - last_ns < period_ns)
+		return false;
+	uint64_t since = last_ns;
+	last_ns = now;
+	if (source_state == SOURCE_UNPROBED) {
+		const char *why = probe();
+		if (why != NULL) {
+			ta_format(source_why, sizeof(source_why), "%s", why);
+			__atomic_store_n(&source_state, SOURCE_NONE, __ATOMIC_RELEASE);
+			ta_log(TA_LOG_INFO, "access: %s", why);
+			return false;
+		}
+		__atomic_store_n(&source_state, SOURCE_READY, __ATOMIC_RELEASE);
+		period_ns = ta_opts.access_period_ms * 1000000ull;
+		atomic_store(&ta_access_period_ns, period_ns);
+		return false;
+	}
+	uint64_t hot[TA_MAX_TIERS] = { 0 }, cold[TA_MAX_TIERS] = { 0 };
+	for (unsigned t = 0; t < ta_ntiers; t++) {
+		uint64_t sums[3] = { 0, 0, 0 }; /* hot, cold, unknown */
+		sample_tier(t, now, since, sums);
+		atomic_store(&ta_access_tiers[t].hot, sums[0]);
+		atomic_store(&ta_access_tiers[t].cold, sums[1]);
+		atomic_store(&ta_access_tiers[t].unknown, sums[2]);
+		hot[t] = sums[0];
+		cold[t] = sums[1];
+	}
+	ta_quota_publish_heat(hot, cold);
+	/* Cleared after the reading: what is written from here on shows in the next one. A
+	 * refused clear leaves every bit set, which reads as all hot: stop instead. */
+	if (clear_bits() != 0) {
+		ta_format(source_why, sizeof(source_why), "age (soft-dirty: clear_refs refused)");
+		__atomic_store_n(&source_state, SOURCE_NONE, __ATOMIC_RELEASE);
+		ta_log(TA_LOG_INFO, "access: %s", source_why);
+		return false;
+	}
+	/* The worker's share of a CPU stays within 2%: a sample that took longer than a fiftieth
+	 * of the period stretches the period (a large heap, a slow machine). */
+	uint64_t took = ta_monotonic_ns() - now;
+	period_ns = ta_opts.access_period_ms * 1000000ull;
+	if (took > period_ns / 50)
+		period_ns = took * 50;
+	atomic_store(&ta_access_sample_ns, took);
+	atomic_store(&ta_access_period_ns, period_ns);
+	atomic_fetch_add(&ta_access_samples, 1);
+	return true;
+}
+
+/* The files are the parent's (/proc/self was resolved when they were opened): the child probes
+ * again on its own. Its heats are the parent's, which is what its memory was. */
+void ta_access_fork_child(void)
+{
+	if (pagemap_fd >= 0)
+		close(pagemap_fd);
+	if (clear_fd >= 0)
+		close(clear_fd);
+	pagemap_fd = clear_fd = -1;
+	source_state = SOURCE_UNPROBED;
+	last_ns = 0;
+	atomic_store(&ta_access_samples, 0);
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Demotion: the coldest of this process's memory in a tier moves to a lower one, charges
+ * included (the ranges come ranked from cold.c, the moves are place.c's). It runs in the
+ * enforcement pass (the worker thread, or the allocating thread with TIERALLOC_ENFORCE=inline),
+ * never with an allocator lock held: a migration of megabytes takes milliseconds, and whoever
+ * waits for it must be only the pass.
+ */
+#include <string.h>
+
+#include "enforce/enforce.h"
+
+/* At info level: a container whose seccomp profile refuses mbind and move_pages (Docker's
+ * default without CAP_SYS_NICE) would otherwise print it in every program. */
+static void note_failure(int rc)
+{
+	static _Atomic unsigned reported;
+	if (atomic_fetch_add(&reported, 1) < 4)
+		ta_log(TA_LOG_INFO, "demotion: mbind or move_pages failed (%d); the range stays",
+		       rc);
+}
+
+uint64_t ta_move_range(struct ta_cold_range *r, unsigned from, unsigned to)
+{
+	int rc = ta_demote_range(r->addr, r->len, to);
+	if (rc != 0) {
+		note_failure(rc);
+		ta_cold_release(r, -1, -1);
+		return 0;
+	}
+	uint64_t charge = r->charge, live = r->charge;
+	if (r->kind == TA_RANGE_CHUNK) {
+		int64_t c = ta_arena_retag_chunk(r->owner, to, &live);
+		if (c < 0)
+			return 0; /* became current meanwhile: its pages moved, its charge not */
+		/* Its runs' pages, charged when they were cut; never more than the tier holds, so
+		 * that no counter can wrap. */
+		uint64_t held = atomic_load(&ta_charges[from].charged);
+		charge = (uint64_t)c < held ? (uint64_t)c : held;
+	} else {
+		atomic_fetch_add(&ta_arenas[from].demotions, 1);
+	}
+	ta_charge_move(from, to, charge);
+	if (to > from)
+		atomic_fetch_add(&ta_arenas[from].demoted, charge);
+	ta_arena_move_live(from, to, live);
+	/* Its next sample may see the move's traces, not the program's writes (enforce.h). */
+	if (r->kind == TA_RANGE_CHUNK)
+		((struct ta_chunk *)r->owner)->heat = TA_HEAT_MOVED;
+	else
+		ta_large_set_heat(r->owner, TA_HEAT_MOVED);
+	ta_cold_release(r, (int)to, -1);
+	return charge;
+}
+
+uint64_t ta_demote(unsigned from, unsigned to, uint64_t bytes)
+{
+	static struct ta_cold_range ranges[256]; /* the pass runs one at a time (enforce.c) */
+	uint64_t moved = 0, progress = 0;
+	unsigned n = ta_cold_collect(from, ranges, 256, false);
+	for (unsigned i = 0; i < n; i++) {
+		struct ta_cold_range *r = &ranges[i];
+		if (progress >= bytes) {
+			ta_cold_release(r, -1, -1);
+			continue;
+		}
+		uint64_t charge = ta_move_range(r, from, to);
+		if (charge == 0)
+			continue;
+		moved += charge;
+		progress += r->charge;
+	}
+	return moved;
+}

@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Charging and steering: the one owner of what a process charges to each tier (its own books,
+ * its slot and the cgroup's counters in the shared segment), of the threads' stocks of
+ * pre-charged bytes, and of the choice of a tier for an allocation (charge.h).
+ *
+ * Order of updates: this process's counter, then the segment (tier, then slot: shm.c); a charge
+ * the segment refuses is taken back from the process's counter. A forked child's heap is its
+ * parent's, shared copy-on-write: the kernel counts those pages once and the parent's slot holds
+ * their charge, so what the child gives back of it comes out of `inherited`, never out of the
+ * segment (it would wrap the child's slot and take the parent's charge off the tier).
+ */
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "quota/charge.h"
+#include "quota/quota.h"
+#include "quota/shm.h"
+
+struct ta_tier_charge ta_charges[TA_MAX_TIERS];
+static _Atomic uint64_t inherited[TA_MAX_TIERS];
+_Atomic bool ta_enforce_wanted;
+_Atomic bool ta_limits_wanted;
+/* Set by a kick, cleared when the worker starts a pass: every thread that finds a tier full
+ * kicks, and one wake-up per pass is enough (no futex call on each of their slow paths). */
+static _Atomic bool kick_pending;
+
+void ta_charge_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
+{
+	for (unsigned t = 0; t < TA_MAX_TIERS; t++)
+		atomic_store(&ta_charges[t].limit, t < ntiers ? limits[t] : 0);
+}
+
+bool ta_charge(unsigned tier, uint64_t bytes, int level, bool force)
+{
+	struct ta_tier_charge *c = &ta_charges[tier];
+	uint64_t limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
+	uint64_t now = atomic_fetch_add(&c->charged, bytes) + bytes;
+	if (now > limit && !force) {
+		atomic_fetch_sub(&c->charged, bytes);
+		return false;
+	}
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire) &&
+	    !ta_shm_charge(tier, bytes, level, force)) {
+		atomic_fetch_sub(&c->charged, bytes);
+		return false;
+	}
+	return true;
+}
+
+void ta_charge_note_peak(unsigned tier)
+{
+	struct ta_tier_charge *c = &ta_charges[tier];
+	uint64_t now = atomic_load_explicit(&c->charged, memory_order_relaxed);
+	uint64_t peak = atomic_load_explicit(&c->peak, memory_order_relaxed);
+	while (now > peak && !atomic_compare_exchange_weak(&c->peak, &peak, now))
+		;
+}
+
+void ta_charge_fork_inherit(void)
+{
+	for (unsigned t = 0; t < TA_MAX_TIERS; t++)
+		atomic_store(&inherited[t], atomic_load(&ta_charges[t].charged));
+}
+
+/* Up to bytes of the tier's inherited charge, used up; returns how much. */
+static uint64_t take_inherited(unsigned tier, uint64_t bytes)
+{
+	uint64_t have = atomic_load_explicit(&inherited[tier], memory_order_relaxed);
+	for (;;) {
+		uint64_t take = have < bytes ? have : bytes;
+		if (take == 0 || atomic_compare_exchange_weak(&inherited[tier], &have, have - take))
+			return take;
+	}
+}
+
+void ta_uncharge(unsigned tier, uint64_t bytes)
+{
+	atomic_fetch_sub(&ta_charges[tier].charged, bytes);
+	uint64_t own = bytes - take_inherited(tier, bytes);
+	if (own != 0 && atomic_load_explicit(&ta_shm.active, memory_order_acquire))
+		ta_shm_uncharge(tier, own);
+}
+
+void ta_charge_move(unsigned from, unsigned to, uint64_t bytes)
+{
+	atomic_fetch_sub(&ta_charges[from].charged, bytes);
+	atomic_fetch_add(&ta_charges[to].charged, bytes);
+	ta_charge_note_peak(to);
+	/* Inherited memory moves as inherited: its charge stays the parent's. */
+	uint64_t kin = take_inherited(from, bytes), own = bytes - kin;
+	atomic_fetch_add(&inherited[to], kin);
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire)) {
+		if (own != 0) {
+			ta_shm_uncharge(from, own);
+			ta_shm_charge(to, own, TA_LIMIT_MAX, true);
+		}
+		atomic_fetch_add(&ta_shm.tiers[from].demoted, bytes);
+	}
+}
+
+/* ---- what the enforcement worker is asked to look at ---- */
+
+void ta_charge_note_limits(void)
+{
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire) &&
+	    !atomic_load_explicit(&ta_limits_wanted, memory_order_relaxed) && ta_shm_limits_stale())
+		atomic_store(&ta_limits_wanted, true);
+}
+
+void ta_charge_kick(void)
+{
+	if (atomic_load_explicit(&kick_pending, memory_order_relaxed) ||
+	    atomic_exchange(&kick_pending, true))
+		return;
+	int flags;
+	_Atomic uint32_t *word = ta_shm_wake_word(&flags);
+	atomic_fetch_add(word, 1);
+	syscall(SYS_futex, word, FUTEX_WAKE | flags, 1, NULL, NULL, 0);
+}
+
+void ta_charge_kick_taken(void)
+{
+	atomic_store(&kick_pending, false);
+}
+
+/* ---- stocks ---- */
+
+void ta_stock_init(struct ta_stock *s)
+{
+	for (unsigned t = 0; t < TA_MAX_TIERS; t++)
+		s->bytes[t] = 0;
+	s->high = (int64_t)(2 * ta_opts.charge_batch);
+}
+
+/* Stores the owner's count so that readers elsewhere (statistics) see a whole value. */
+static void stock_set(struct ta_stock *s, unsigned tier, int64_t v)
+{
+	__atomic_store_n(&s->bytes[tier], v, __ATOMIC_RELAXED);
+}
+
+/* A batch more than needed, or only what is needed when that is all the limit leaves. */
+static bool stock_refill(struct ta_stock *s, unsigned tier, uint64_t need, int level, bool force)
+{
+	ta_charge_note_limits();
+	uint64_t amount = need + ta_opts.charge_batch;
+	if (!ta_charge(tier, amount, level, force)) {
+		amount = need;
+		if (!ta_charge(tier, amount, level, false))
+			return false;
+	}
+	stock_set(s, tier, s->bytes[tier] + (int64_t)amount);
+	return true;
+}
+
+bool ta_stock_charge(struct ta_stock *s, unsigned tier, uint64_t bytes, int level, bool force)
+{
+	if (s == NULL)
+		return ta_charge(tier, bytes, level, force);
+	if (s->bytes[tier] < (int64_t)bytes && !stock_refill(s, tier, bytes, level, force))
+		return false;
+	stock_set(s, tier, s->bytes[tier] - (int64_t)bytes);
+	return true;
+}
+
+void ta_stock_uncharge(struct ta_stock *s, unsigned tier, uint64_t bytes)
+{
+	if (s == NULL) {
+		ta_uncharge(tier, bytes);
+		return;
+	}
+	stock_set(s, tier, s->bytes[tier] + (int64_t)bytes);
+	if (s->bytes[tier] <= s->high)
+		return;
+	/* Above the bound: keep one batch. */
+	int64_t give = s->bytes[tier] - (int64_t)ta_opts.charge_batch;
+	ta_uncharge(tier, (uint64_t)give);
+	stock_set(s, tier, s->bytes[tier] - give);
+}
+
+void ta_stock_return(struct ta_stock *s)
+{
+	for (unsigned t = 0; t < TA_MAX_TIERS; t++) {
+		if (s->bytes[t] > 0)
+			ta_uncharge(t, (uint64_t)s->bytes[t]);
+		stock_set(s, t, 0);
+	}
+}
+
+void ta_stock_forget(struct ta_stock *s)
+{
+	/* Only this process's counter: the segment never saw the child charge it. */
+	for (unsigned t = 0; t < TA_MAX_TIERS; t++) {
+		if (s->bytes[t] > 0)
+			atomic_fetch_sub(&ta_charges[t].charged, (uint64_t)s->bytes[t]);
+		s->bytes[t] = 0;
+	}
+}
+
+/* ---- steering ---- */
+
+/* A thread found tier t at its limit and moves on. */
+static void note_full(unsigned t)
+{
+	atomic_fetch_add(&ta_charges[t].exhausted, 1);
+	/* A tier ran out: enforcement has something to look at, now rather than next period. */
+	if (!atomic_load_explicit(&ta_enforce_wanted, memory_order_relaxed))
+		atomic_store(&ta_enforce_wanted, true);
+	ta_charge_kick();
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
+		atomic_fetch_add(&ta_shm.tiers[t].steered_away, 1);
+}
+
+static void note_overflow(unsigned t)
+{
+	atomic_fetch_add(&ta_charges[t].overflowed, 1);
+	if (atomic_load_explicit(&ta_shm.active, memory_order_acquire))
+		atomic_fetch_add(&ta_shm.tiers[t].overflowed, 1);
+}
+
+void *ta_steer(int want_tier, ta_place_fn place, void *ctx, struct ta_placed *out)
+{
+	bool refused = false;
+	void *p;
+	if (want_tier >= 0) {
+		out->tier = (unsigned)want_tier;
+		out->how = 2;
+		return place((unsigned)want_tier, TA_LIMIT_MAX, true, &refused, ctx);
+	}
+	bool passed_one = false; /* a faster tier could not take it */
+	for (int level = TA_LIMIT_HIGH; level <= TA_LIMIT_MAX; level++) {
+		for (unsigned t = 0; t < ta_ntiers; t++) {
+			refused = false;
+			p = place(t, level, false, &refused, ctx);
+			if (p != NULL) {
+				out->tier = t;
+				out->how = t > 0 && passed_one ? 1 : 0;
+				return p;
+			}
+			if (refused)
+				note_full(t);
+			passed_one = true;
+		}
+	}
+	if (ta_opts.on_full == TA_ON_FULL_ENOMEM)
+		return NULL;
+	/* Every tier is at its max: overflow into the last one. */
+	unsigned last = ta_ntiers - 1;
+	p = place(last, TA_LIMIT_MAX, true, &refused, ctx);
+	if (p != NULL) {
+		note_overflow(last);
+		out->tier = last;
+		out->how = last > 0 ? 1 : 0;
+	}
+	return p;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A thread's cache of free objects (src/alloc/tcache.c, alloc.c, arena.c): a class's first refill
+ * takes 8 objects and each later one twice as many, up to half the class's cap, so that a class a
+ * thread uses little holds few objects and touches few slots; fresh objects go out lowest address
+ * first, so a class fills its run upward (one partly touched page at its top, not one at each end
+ * of every refill); and no class caches more than 256 objects or about 128 KiB.
+ */
+#include <pthread.h>
+
+#include "internal.h"
+#include "test.h"
+
+#define SIZE 1088 /* a class nothing else in this process uses */
+
+static void *fresh_thread(void *arg)
+{
+	(void)arg;
+	unsigned cls = ta_size_class(SIZE);
+	char *first = tieralloc_malloc(SIZE);
+	struct ta_tcache *tc = ta_tls;
+	if (first == NULL || tc == NULL)
+		test_hard("no object or no cache");
+	int tier = tieralloc_tier_of(first);
+	struct ta_bin *bin = &tc->bins[tier][cls];
+	test_context("first refill: 8 objects, one handed out");
+	expect_eq(bin->count, 7);
+	expect_eq(bin->fill, 16);
+	test_context("fresh objects go out lowest first");
+	char *prev = first;
+	for (unsigned i = 1; i < 8; i++) {
+		char *p = tieralloc_malloc(SIZE);
+		expect_true(p == prev + ta_class_size[cls]);
+		prev = p;
+	}
+	test_context("each refill takes twice as many, up to half the cap");
+	unsigned expect_fill = 16, refills = 0;
+	while (expect_fill < bin->cap / 2 && refills < 16) {
+		(void)tieralloc_malloc(SIZE); /* the bin was empty: a refill of expect_fill */
+		expect_eq(bin->count, expect_fill - 1);
+		expect_fill = expect_fill * 2 < bin->cap / 2 ? expect_fill * 2 : bin->cap / 2;
+		expect_eq(bin->fill, expect_fill);
+		for (unsigned left = bin->count; left > 0; left--)
+			(void)tieralloc_malloc(SIZE);
+		refills++;
+	}
+	(void)tieralloc_malloc(SIZE);
+	expect_eq(bin->fill, bin->cap / 2);
+	expect_eq(bin->count, bin->cap / 2 - 1u);
+	test_context("%s", "");
+	return NULL; /* the objects stay allocated: the test ends */
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const env[] = { "TIERALLOC_SHM_NAME=off", "TIERALLOC_ENFORCE=off",
+					   NULL };
+	test_reexec_with_env(argv, env);
+	for (unsigned c = 0; c < TA_NCLASSES; c++) {
+		test_context("class %u (%u bytes): cap %u", c, ta_class_size[c],
+			     ta_class_cache_cap[c]);
+		expect_le(ta_class_cache_cap[c], 256);
+		expect_ge(ta_class_cache_cap[c], 4);
+		if (ta_class_cache_cap[c] > 4)
+			expect_le((uint64_t)ta_class_cache_cap[c] * ta_class_size[c], 128 * 1024);
+	}
+	test_context("%s", "");
+	pthread_t th;
+	if (pthread_create(&th, NULL, fresh_thread, NULL) != 0)
+		test_hard("pthread_create");
+	pthread_join(th, NULL);
+	return test_done();
+}
