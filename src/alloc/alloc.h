@@ -174,17 +174,22 @@ struct ta_chunk {
 	uint32_t gate_state;	     /* 1: relaxed by the promotion gate, 0: bound (gate.c) */
 	uint32_t demoted;    /* moved down by demotion: the gate never lets it be promoted */
 	uint32_t pages_free; /* pages below the bump given back (purged runs) */
+	uint32_t pages_idle; /* pages below the bump free but kept, charged (TA_PAGE_IDLE) */
 	uint32_t moving;     /* a retag is under way: no run is cut from it */
 	uint32_t heat;	     /* enforce/access.c's: how much of it was written lately */
 	uint8_t on_holes;
+	uint8_t huge_half; /* its upper half may be one huge page: given back only whole */
 	uint8_t page_class[TA_CHUNK_PAGES]; /* the class of the run a page is in; TA_PAGE_NONE */
 	uint8_t run_back[TA_CHUNK_PAGES];   /* pages from a run's page back to its first */
 	struct ta_run run[TA_CHUNK_PAGES];  /* at a run's first page */
 };
 _Static_assert(sizeof(struct ta_chunk) <= TA_PAGE_SIZE, "a chunk's header fits in its page 0");
 #define TA_CHUNK_MAGIC 0x74696572636b6e31ull /* "tierckn1" */
-#define TA_PAGE_NONE   0xff
-_Static_assert(TA_NCLASSES < TA_PAGE_NONE, "a page's class fits its byte");
+#define TA_PAGE_NONE   0xff		     /* free, given back (or never cut) */
+#define TA_PAGE_IDLE   0xfe /* free, still resident and charged: its huge page is partly used */
+#define TA_PAGE_GOING  0xfd /* being given back: not free for a new run yet */
+#define TA_HALF_PAGES  (TA_CHUNK_PAGES / 2)
+_Static_assert(TA_NCLASSES < TA_PAGE_GOING, "a page's class fits its byte");
 
 /* Runs of one class and tier that have objects to hand out, fullest handed out first. */
 struct ta_central_bin {
@@ -235,6 +240,9 @@ void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n);
 uint64_t ta_arena_purge(unsigned tier, uint64_t min_age_ns);
 /* From slow paths and the worker, at most every 100 ms: purge what has been empty a second. */
 void ta_arena_decay(void);
+/* Tests: whether chunks past the first `after` get a huge-page upper half (ta_arena_init sets it
+ * from the kernel's THP mode). */
+void ta_arena_set_huge_halves(bool on, unsigned after);
 void ta_arena_fork_prepare(void);
 void ta_arena_fork_parent(void);
 void ta_arena_fork_child(void);

@@ -18,7 +18,8 @@
  * pages dropped with MADV_DONTNEED, their charge returned) once they have been empty for a second
  * (ta_arena_decay, from slow paths and the worker), and at once when a charge for their tier is
  * refused (quota pressure). Their pages become a hole in the chunk that the next run of any class
- * of the tier may take: memory freed in a tier serves its next allocations.
+ * of the tier may take: memory freed in a tier serves its next allocations. In a chunk's huge-page
+ * half the pages stay, charged, until the whole half is free (chunk_new, "Huge pages").
  *
  * Locks (their order: alloc/alloc.h, enum ta_lock_rank): a bin's lock, then its tier's
  * chunk_lock (cutting a run); shape_lock (retag, the pages of purged runs) before any bin lock;
@@ -39,6 +40,9 @@ static pthread_mutex_t shape_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define TA_DECAY_NS	  (1000ull * 1000 * 1000) /* empty that long: given back */
 #define TA_DECAY_EVERY_NS (100ull * 1000 * 1000)  /* the decay looks at most that often */
+#define TA_THP_AFTER	  16 /* chunks per tier without huge pages (see chunk_new) */
+static bool huge_halves;     /* the kernel's THP mode is "always" for this process */
+static unsigned huge_after = TA_THP_AFTER;
 
 int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
 {
@@ -55,19 +59,34 @@ int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
 		pthread_mutex_init(&a->chunk_lock, NULL);
 	}
 	ta_charge_init(ntiers, limits);
+	huge_halves = ta_thp_always();
 	arena_count = ntiers;
 	ta_chunk_map = map;
 	return 0;
 }
 
 /*
- * A tier's first chunks get no transparent huge pages. Under THP "always" the first touch of any
- * 2 MiB of a chunk faults all of it, so the chunk runs are being cut from costs up to 2 MiB more
- * than what is in use: for a program holding a few MiB that is most of what it holds. Past
- * TA_THP_AFTER chunks (64 MiB) that bound is under 3% of the tier's chunks, and the rest of them
- * get huge pages as the kernel's setting says.
+ * Huge pages. Under THP "always" the first touch of any 2 MiB of a chunk faults all of it, so the
+ * chunk runs are being cut from costs up to 2 MiB more than what is in use: for a program holding a
+ * few MiB that is most of what it holds. So a tier's first TA_THP_AFTER chunks (64 MiB) get none;
+ * past that the bound is under 3% of the tier's chunks.
+ *
+ * A huge page partly given back (MADV_DONTNEED on some of its 4 KiB pages) is not freed: the
+ * kernel splits its mapping and queues it for a split that happens only under memory pressure, so
+ * the whole 2 MiB stays in the container's memory.current while neither tieralloc's charges nor
+ * the cgroup's anon count it (measured in the guest: 284 MiB held that way after a program freed
+ * 400 MiB of 64 KiB blocks; the cgroup then reached its memory.max, and once was OOM-killed, with
+ * 400 MiB live in 600M). So past TA_THP_AFTER only a chunk's upper half may be a huge page, and it
+ * goes back whole: a run there that empties keeps its pages, charged, as free pages of the chunk
+ * (TA_PAGE_IDLE) that the tier's next runs take like holes and without a new charge, until every
+ * page of the half is free; then the half goes back at once. The lower half, with the header that
+ * never goes back, gets no huge page and gives its runs back one by one.
  */
-#define TA_THP_AFTER 16
+void ta_arena_set_huge_halves(bool on, unsigned after)
+{
+	huge_halves = on;
+	huge_after = after;
+}
 
 static struct ta_chunk *chunk_new(unsigned tier)
 {
@@ -76,8 +95,9 @@ static struct ta_chunk *chunk_new(unsigned tier)
 		atomic_fetch_add(&ta_arenas[tier].backend_failures, 1);
 		return NULL;
 	}
-	if (atomic_load_explicit(&ta_arenas[tier].nchunks, memory_order_relaxed) < TA_THP_AFTER)
-		syscall(SYS_madvise, c, TA_CHUNK_SIZE, MADV_NOHUGEPAGE);
+	bool huge = huge_halves && atomic_load_explicit(&ta_arenas[tier].nchunks,
+							memory_order_relaxed) >= huge_after;
+	syscall(SYS_madvise, c, huge ? TA_CHUNK_SIZE / 2 : TA_CHUNK_SIZE, MADV_NOHUGEPAGE);
 	/* The header's run descriptors are written as runs are cut: the rest of the page stays
 	 * untouched. */
 	c->magic = TA_CHUNK_MAGIC;
@@ -87,6 +107,8 @@ static struct ta_chunk *chunk_new(unsigned tier)
 	c->gate_state = 0;
 	c->demoted = 0;
 	c->pages_free = 0;
+	c->pages_idle = 0;
+	c->huge_half = huge;
 	c->moving = 0;
 	c->heat = 0;
 	c->on_holes = 0;
@@ -130,7 +152,8 @@ static unsigned hole_in(const struct ta_chunk *c, unsigned pages)
 {
 	unsigned row = 0;
 	for (unsigned p = 1; p < c->pages_used; p++) {
-		row = c->page_class[p] == TA_PAGE_NONE ? row + 1 : 0;
+		uint8_t cls = c->page_class[p];
+		row = cls == TA_PAGE_NONE || cls == TA_PAGE_IDLE ? row + 1 : 0;
 		if (row == pages)
 			return p + 1 - pages;
 	}
@@ -161,7 +184,7 @@ static struct ta_chunk *run_place(unsigned tier, unsigned cls, unsigned *first, 
 	/* Holes first: memory given back is what a tier's next runs should take. Not in a chunk
 	 * the gate relaxed (new faults there would land on the faulting CPU's node). */
 	for (struct ta_chunk *c = a->holes; c != NULL; c = c->holes_next) {
-		if (c->pages_free < whole || c->moving ||
+		if (c->pages_free + c->pages_idle < whole || c->moving ||
 		    __atomic_load_n(&c->gate_state, __ATOMIC_RELAXED) != 0)
 			continue;
 		unsigned at = hole_in(c, whole);
@@ -192,8 +215,13 @@ static struct ta_run *run_new(unsigned tier, unsigned cls, struct ta_fill_charge
 	unsigned first, pages;
 	bool fresh_chunk;
 	struct ta_chunk *c = run_place(tier, cls, &first, &pages, &fresh_chunk);
-	uint64_t bytes = (uint64_t)pages * TA_PAGE_SIZE;
-	if (!ta_charge(tier, bytes, ch->level, ch->force)) {
+	/* Idle pages of a hole are charged already: taking them needs no headroom. */
+	unsigned idle = 0;
+	if (!fresh_chunk && first < c->pages_used)
+		for (unsigned i = 0; i < pages; i++)
+			idle += c->page_class[first + i] == TA_PAGE_IDLE;
+	uint64_t bytes = (uint64_t)(pages - idle) * TA_PAGE_SIZE;
+	if (bytes != 0 && !ta_charge(tier, bytes, ch->level, ch->force)) {
 		ch->refused = true;
 		ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
 		return NULL;
@@ -208,8 +236,9 @@ static struct ta_run *run_new(unsigned tier, unsigned cls, struct ta_fill_charge
 		a->cur = c;
 	}
 	if (first < c->pages_used) { /* a hole */
-		c->pages_free -= pages;
-		if (c->pages_free == 0)
+		c->pages_free -= pages - idle;
+		c->pages_idle -= idle;
+		if (c->pages_free + c->pages_idle == 0)
 			holes_unlink(a, c);
 	} else {
 		c->pages_used += pages;
@@ -388,30 +417,73 @@ void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n)
 
 /* ---- giving empty runs back ---- */
 
-/* r's pages (unlisted, every object back) go back to the kernel and its tier's charge. */
+/* Whether every page of c's upper half is free. Under its tier's chunk_lock. */
+static bool half_free(const struct ta_chunk *c)
+{
+	for (unsigned p = TA_HALF_PAGES; p < TA_CHUNK_PAGES; p++)
+		if (p < c->pages_used && c->page_class[p] != TA_PAGE_NONE &&
+		    c->page_class[p] != TA_PAGE_IDLE)
+			return false;
+	return true;
+}
+
+/*
+ * r's pages (unlisted, every object back) go back to the kernel and its tier's charge; in a huge
+ * upper half they stay, idle and charged, until the whole half is free, and then the half goes.
+ * Holds shape_lock throughout, so no retag sees pages on their way back.
+ */
 static uint64_t release_run(struct ta_run *r)
 {
 	struct ta_chunk *c = chunk_of(r);
 	unsigned first = run_first(r), pages = r->pages;
-	uint64_t bytes = (uint64_t)pages * TA_PAGE_SIZE;
-	syscall(SYS_madvise, run_base(r), (size_t)bytes, MADV_DONTNEED);
+	unsigned keep_from = c->huge_half ? TA_HALF_PAGES : TA_CHUNK_PAGES;
+	unsigned now =
+	    first >= keep_from ? 0 : (first + pages <= keep_from ? pages : keep_from - first);
+	uint64_t bytes = (uint64_t)now * TA_PAGE_SIZE;
+	if (now != 0)
+		syscall(SYS_madvise, run_base(r), (size_t)bytes, MADV_DONTNEED);
 	ta_lock(&shape_lock, TA_RANK_SHAPE);
 	unsigned tier = c->tier; /* stable under shape_lock: the tier charged for it now */
 	struct ta_arena *a = &ta_arenas[tier];
 	ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
 	for (unsigned i = 0; i < pages; i++) {
-		c->page_class[first + i] = TA_PAGE_NONE;
+		c->page_class[first + i] = i < now ? TA_PAGE_NONE : TA_PAGE_IDLE;
 		c->run_back[first + i] = 0;
 	}
-	c->pages_free += pages;
+	c->pages_free += now;
+	c->pages_idle += pages - now;
 	if (!c->on_holes) {
 		c->on_holes = 1;
 		c->holes_next = a->holes;
 		a->holes = c;
 	}
+	/* The half's last run: no run may be cut from its pages while they go. */
+	unsigned going = 0;
+	if (pages > now && half_free(c)) {
+		for (unsigned p = TA_HALF_PAGES; p < TA_CHUNK_PAGES; p++) {
+			if (c->page_class[p] == TA_PAGE_IDLE) {
+				c->page_class[p] = TA_PAGE_GOING;
+				going++;
+			}
+		}
+		c->pages_idle -= going;
+	}
 	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
-	ta_uncharge(tier, bytes);
-	atomic_fetch_add(&a->purged, bytes);
+	if (going != 0) {
+		syscall(SYS_madvise, (char *)c + TA_HALF_PAGES * TA_PAGE_SIZE, TA_CHUNK_SIZE / 2,
+			MADV_DONTNEED);
+		ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
+		for (unsigned p = TA_HALF_PAGES; p < TA_CHUNK_PAGES; p++)
+			if (c->page_class[p] == TA_PAGE_GOING)
+				c->page_class[p] = TA_PAGE_NONE;
+		c->pages_free += going;
+		ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
+		bytes += (uint64_t)going * TA_PAGE_SIZE;
+	}
+	if (bytes != 0) {
+		ta_uncharge(tier, bytes);
+		atomic_fetch_add(&a->purged, bytes);
+	}
 	ta_unlock(&shape_lock, TA_RANK_SHAPE);
 	return bytes;
 }
@@ -569,13 +641,13 @@ int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
 	}
 	if (c->on_holes)
 		holes_unlink(a, c);
-	uint32_t holes = c->pages_free;
+	uint32_t holes = c->pages_free, idle = c->pages_idle;
 	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
 	atomic_fetch_sub(&a->nchunks, 1);
 	ta_lock(&b->chunk_lock, TA_RANK_CHUNK);
 	c->next = b->chunks;
 	b->chunks = c;
-	if (holes != 0) {
+	if (holes + idle != 0) {
 		c->on_holes = 1;
 		c->holes_next = b->holes;
 		b->holes = c;

@@ -158,6 +158,9 @@ extern unsigned ta_ntiers;
 /* bytes of zeroed memory, or NULL; reserve_only: address space that is touched sparsely. */
 void *ta_pages_map(size_t bytes, bool reserve_only);
 void ta_pages_unmap(void *p, size_t bytes);
+/* Transparent huge pages are "always" for this process: anonymous memory it does not advise
+ * otherwise becomes huge pages at first touch. */
+bool ta_thp_always(void);
 
 static inline uint64_t ta_monotonic_ns(void)
 {

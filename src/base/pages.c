@@ -9,7 +9,9 @@
  * so a few small metadata mappings side by side would turn a few touched bytes into 2 MiB of the
  * container's memory. MADV_NOHUGEPAGE also keeps them from merging with other mappings.
  */
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -28,4 +30,17 @@ void *ta_pages_map(size_t bytes, bool reserve_only)
 void ta_pages_unmap(void *p, size_t bytes)
 {
 	syscall(SYS_munmap, p, bytes);
+}
+
+bool ta_thp_always(void)
+{
+	char buf[128];
+	ssize_t n =
+	    ta_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	/* A process may have opted out (prctl PR_SET_THP_DISABLE, inherited across exec). */
+	return strstr(buf, "[always]") != NULL &&
+	       syscall(SYS_prctl, PR_GET_THP_DISABLE, 0, 0, 0, 0) == 0;
 }

@@ -4,7 +4,9 @@
  * given back to the kernel (pages dropped, charge returned) after a second empty, at once under
  * quota pressure, and never while an object of theirs is out; their pages then serve the tier's
  * next runs of any class. A chunk demoted with empty runs on it keeps the books: once everything is
- * freed and given back, both tiers hold what they held before. Two logical tiers on node 0.
+ * freed and given back, both tiers hold what they held before. Where a chunk's upper half may be a
+ * transparent huge page (THP "always"), its runs stay resident and charged until the whole half
+ * is free, and then it goes back at once, also after a demotion. Two logical tiers on node 0.
  */
 #include <sys/mman.h>
 #include <time.h>
@@ -251,6 +253,94 @@ static void test_demoted_books(void)
 	test_context("%s", "");
 }
 
+static unsigned page_in_chunk(const void *p)
+{
+	return (unsigned)(((uintptr_t)p & (TA_CHUNK_SIZE - 1)) >> TA_PAGE_SHIFT);
+}
+
+static void test_huge_halves(void)
+{
+	test_context("a huge upper half goes back whole, when all of it is free");
+	settle();
+	uint64_t base0 = stats(0).charged, base1 = stats(1).charged;
+	ta_arena_set_huge_halves(true, 0);  /* every new chunk, whatever this host's THP mode */
+	enum { SIZE = 16384, COUNT = 700 }; /* a page each: more than two chunks */
+	static void *o[COUNT];
+	for (unsigned i = 0; i < COUNT; i++) {
+		o[i] = tieralloc_malloc_tier(0, SIZE);
+		if (o[i] == NULL)
+			test_hard("allocation %u failed", i);
+		memset(o[i], 0x3c, SIZE);
+	}
+	/* A chunk cut whole from this test's objects, made after the switch. */
+	struct ta_chunk *c = NULL;
+	for (unsigned i = COUNT - 1; i-- > 0 && c == NULL;) {
+		struct ta_chunk *cand = (struct ta_chunk *)((uintptr_t)o[i] & ~(TA_CHUNK_SIZE - 1));
+		unsigned mine = 0;
+		for (unsigned k = 0; k < COUNT; k++)
+			mine += (struct ta_chunk *)((uintptr_t)o[k] & ~(TA_CHUNK_SIZE - 1)) == cand;
+		if (cand->huge_half && mine == TA_CHUNK_PAGES - 1)
+			c = cand;
+	}
+	ta_arena_set_huge_halves(false, 16);
+	if (c == NULL)
+		test_hard("no chunk of %u objects of %d bytes", TA_CHUNK_PAGES - 1, SIZE);
+	/* All of the lower half and all but one of the upper half freed (a run may straddle the
+	 * two: its lower pages go, its upper ones stay). */
+	void *kept = NULL, *low = NULL, *up = NULL;
+	for (unsigned i = 0; i < COUNT; i++) {
+		if ((struct ta_chunk *)((uintptr_t)o[i] & ~(TA_CHUNK_SIZE - 1)) != c)
+			continue;
+		if (page_in_chunk(o[i]) >= TA_HALF_PAGES + 16 && kept == NULL) {
+			kept = o[i];
+			o[i] = NULL;
+			continue;
+		}
+		if (page_in_chunk(o[i]) >= TA_HALF_PAGES)
+			up = o[i];
+		else
+			low = o[i];
+		tieralloc_free(o[i]);
+		o[i] = NULL;
+	}
+	tieralloc_ctl_set("thread.flush", NULL, 0);
+	uint64_t with = stats(0).charged;
+	uint64_t back = ta_arena_purge(0, 0);
+	expect_ge(back, (uint64_t)(TA_HALF_PAGES - 1) * TA_PAGE_SIZE);
+	expect_eq(stats(0).charged, with - back);
+	expect_eq(resident_pages(low, SIZE), 0);
+	/* The upper half's free pages stay, charged, idle: taken by new runs like holes. */
+	expect_eq(resident_pages(up, SIZE), SIZE / 4096);
+	expect_eq(c->pages_idle + ta_class_run_pages(ta_chunk_class_of(kept)), TA_HALF_PAGES);
+	expect_eq(((unsigned char *)kept)[SIZE - 1], 0x3c);
+
+	test_context("a demoted chunk's idle pages move with its charge");
+	uint64_t held0 = stats(0).charged, held1 = stats(1).charged;
+	uint64_t moved = ta_demote(0, 1, UINT64_MAX);
+	expect_eq(c->tier, 1);
+	expect_eq(stats(0).charged, held0 - moved);
+	expect_eq(stats(1).charged, held1 + moved);
+
+	test_context("the half's last run frees it all");
+	tieralloc_free(kept);
+	tieralloc_ctl_set("thread.flush", NULL, 0);
+	uint64_t with1 = stats(1).charged;
+	back = ta_arena_purge(1, 0);
+	expect_ge(back, (uint64_t)TA_HALF_PAGES * TA_PAGE_SIZE);
+	expect_eq(stats(1).charged, with1 - back);
+	expect_eq(c->pages_idle, 0);
+	expect_eq(resident_pages(up, SIZE), 0);
+	expect_eq(resident_pages(kept, SIZE), 0);
+	for (unsigned i = 0; i < COUNT; i++) {
+		if (o[i] != NULL && ((unsigned char *)o[i])[0] != 0x3c)
+			expect_true(!"an object lost its contents");
+		tieralloc_free(o[i]);
+	}
+	settle();
+	expect_eq(stats(0).charged + stats(1).charged, base0 + base1);
+	test_context("%s", "");
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const env[] = { "TIERALLOC_TIERS=0;0", "TIERALLOC_ENFORCE=off",
@@ -265,5 +355,6 @@ int main(int argc, char **argv)
 	test_pressure();
 	test_trim();
 	test_demoted_books();
+	test_huge_halves();
 	return test_done();
 }
