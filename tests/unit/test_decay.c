@@ -284,7 +284,7 @@ static void test_huge_halves(void)
 	}
 	ta_arena_set_huge_halves(false, 16);
 	if (c == NULL)
-		test_hard("no chunk of %u objects of %d bytes", TA_CHUNK_PAGES - 1, SIZE);
+		test_hard("no chunk of %u objects of %d bytes", (unsigned)TA_CHUNK_PAGES - 1, SIZE);
 	/* All of the lower half and all but one of the upper half freed (a run may straddle the
 	 * two: its lower pages go, its upper ones stay). */
 	void *kept = NULL, *low = NULL, *up = NULL;
