@@ -39,10 +39,9 @@
  *     (memkind's build asks for 256, and each cost a touched page of a 37 KiB block, 1 MiB in
  *     all), and no huge pages for its metadata. A user's JEMK_MALLOC_CONF still applies on top;
  *   - no huge pages in our .bss, which holds jemalloc's 2 MiB radix-tree root (a few entries of
- *     it are used) and our own sparsely touched tables.
+ *     it are used) and our own sparsely touched tables (base/pages.c, before init writes any).
  */
 #include <limits.h>
-#include <link.h>
 #include <memkind.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,34 +126,6 @@ static int kind_check(memkind_t kind, const char *var, const char *nodes)
 	int rc = memkind_check_available(kind);
 	environ = saved;
 	return rc;
-}
-
-/* No huge pages in the anonymous part (.bss) of the writable segments of the object that holds
- * the address arg. */
-static int bss_no_huge_pages(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	uintptr_t addr = (uintptr_t)arg, page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	bool mine = false;
-	for (unsigned i = 0; i < info->dlpi_phnum && !mine; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
-		mine = ph->p_type == PT_LOAD && addr - lo < ph->p_memsz;
-	}
-	if (!mine)
-		return 0;
-	for (unsigned i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W) || ph->p_memsz <= ph->p_filesz)
-			continue;
-		uintptr_t lo = info->dlpi_addr + ph->p_vaddr + ph->p_filesz;
-		uintptr_t hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-		lo = (lo + page - 1) & ~(page - 1);
-		hi = (hi + page - 1) & ~(page - 1);
-		if (hi > lo)
-			madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
-	}
-	return 1;
 }
 
 /*
@@ -287,7 +258,6 @@ static bool memkind_up(void)
 
 int ta_backend_init(const struct ta_topology *topo, struct ta_options *opts)
 {
-	dl_iterate_phdr(bss_no_huge_pages, (void *)tier_kind);
 	private_env_build();
 	start_topo = topo;
 	start_opts = opts;

@@ -46,6 +46,7 @@ static void *region_alloc(struct boot_region *r, size_t size, size_t align)
 
 void *ta_boot_alloc(size_t size, size_t align)
 {
+	ta_pages_statics_no_huge(); /* boot_static is .bss: the first mallocs come before init */
 	if (align < 16)
 		align = 16;
 	if (size > (SIZE_MAX >> 2) || align > 4096) {

@@ -56,6 +56,7 @@ FILE *ta_memkind_stderr;
 /* Priority 101: before the constructors without one, memkind's among them. */
 __attribute__((constructor(101))) static void memkind_imports(void)
 {
+	ta_pages_statics_no_huge(); /* maybe the first constructor of ours: before a .bss write */
 	ta_memkind_stderr = stderr;
 }
 

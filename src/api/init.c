@@ -171,6 +171,7 @@ static int finish(int state)
 
 int ta_init(void)
 {
+	ta_pages_statics_no_huge();
 	int expected = TA_UNINIT;
 	if (!atomic_compare_exchange_strong(&ta_state, &expected, TA_INITIALIZING))
 		return expected;

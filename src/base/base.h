@@ -161,6 +161,13 @@ void ta_pages_unmap(void *p, size_t bytes);
 /* Transparent huge pages are "always" for this process: anonymous memory it does not advise
  * otherwise becomes huge pages at first touch. */
 bool ta_thp_always(void);
+/*
+ * No huge pages in our .bss (jemalloc's 2 MiB radix-tree root, the arenas, the boot buffer: a few
+ * pages touched). Under THP "always" the first write to any 2 MiB-aligned range of it faults a
+ * whole huge page, and which of our variables fall in such a range depends on where the object was
+ * loaded: so this runs before anything of ours is written (init and the boot allocator call it).
+ */
+void ta_pages_statics_no_huge(void);
 
 static inline uint64_t ta_monotonic_ns(void)
 {

@@ -44,3 +44,19 @@ bool ta_thp_always(void)
 	return strstr(buf, "[always]") != NULL &&
 	       syscall(SYS_prctl, PR_GET_THP_DISABLE, 0, 0, 0, 0) == 0;
 }
+
+/* The linker's bounds of this object's .bss, bound here rather than to an executable's. */
+extern char __bss_start[] __attribute__((visibility("hidden")));
+extern char _end[] __attribute__((visibility("hidden")));
+/* In .data: testing it must not be the first touch of a page of the .bss. */
+static int statics_pending = 1;
+
+void ta_pages_statics_no_huge(void)
+{
+	if (!__atomic_exchange_n(&statics_pending, 0, __ATOMIC_ACQ_REL))
+		return;
+	uintptr_t page = 4096, lo = ((uintptr_t)__bss_start + page - 1) & ~(page - 1),
+		  hi = ((uintptr_t)_end + page - 1) & ~(page - 1);
+	if (hi > lo)
+		syscall(SYS_madvise, (void *)lo, hi - lo, MADV_NOHUGEPAGE);
+}

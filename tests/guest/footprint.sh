@@ -9,6 +9,10 @@
 #   footprint.fits_glibc  a program holding 500 MiB of 64 KiB blocks, in a cgroup whose memory.max
 #                         is what the same program needed under glibc (its memory.peak) plus 3%
 #                         and 2 MiB: it must fit, with no OOM kill and its data intact.
+#   footprint.small_processes  16 processes of one container each holding 4 MiB of 64 KiB
+#                         blocks: the cgroup's anon at most glibc's (same run) + 3% + 2 MiB, and
+#                         no huge page among them (a first write to our .bss before it was
+#                         advised off huge pages cost 2 MiB in most processes).
 #   footprint.churn       400 MiB of 64 KiB blocks freed and allocated again five times in a cgroup
 #                         with memory.max 600M (a 300M tier-0 share, so both tiers hold it): the
 #                         cgroup's anon stays within 10% of the live bytes (issue 11: it was 632
@@ -113,6 +117,57 @@ else
 			fail footprint.fits_glibc "data lost"
 		else
 			pass footprint.fits_glibc
+		fi
+	fi
+fi
+# -- footprint.small_processes -----------------------------------------------------------------
+# fp_many NAME CGROUP PRELOAD N ARGS...: N workloads in CGROUP; 0 once all are ready (the
+# variables are its own: fp_start's are global).
+fp_many() {
+	m_name=$1 m_cg=$2 m_pre=$3 m_n=$4
+	shift 4
+	m_i=0
+	while [ $m_i -lt "$m_n" ]; do
+		fp_start "$m_name-$m_i" "$m_cg" "$m_pre" "$@"
+		m_i=$((m_i + 1))
+	done
+	m_i=0
+	while [ $m_i -lt "$m_n" ]; do
+		fp_wait "$m_name-$m_i" || return 1
+		m_i=$((m_i + 1))
+	done
+}
+fp_many_stop() {
+	m_i=0
+	while [ $m_i -lt "$2" ]; do
+		fp_stop "$1-$m_i" || return 1
+		m_i=$((m_i + 1))
+	done
+}
+cg_anon() { sed -n "s/^$2 \([0-9]*\)/\1/p" "$1/memory.stat"; }
+cg_new ta-fp-many-glibc 900M
+if ! fp_many many-glibc "$cg" - 16 hold 4M 64K; then
+	fail footprint.small_processes "a workload died under glibc"
+else
+	ga=$(cg_anon "$cg" anon)
+	fp_many_stop many-glibc 16
+	cg_new ta-fp-many 900M
+	if ! fp_many many "$cg" "$PRELOAD" 16 hold 4M 64K; then
+		fail footprint.small_processes "a workload died under tieralloc," \
+			"oom_kill $(oom_kills "$cg")"
+	else
+		ta=$(cg_anon "$cg" anon) thp=$(cg_anon "$cg" anon_thp)
+		echo "footprint: 16 processes x 4 MiB of 64 KiB: anon $(mib "$ta") (huge pages" \
+			"$(mib "$thp")), glibc's $(mib "$ga")"
+		if [ "$thp" != 0 ]; then
+			fail footprint.small_processes "$(mib "$thp") of huge pages in 16 small processes"
+		elif [ "$ta" -gt $((ga + ga * 3 / 100 + 2 * M)) ]; then
+			fail footprint.small_processes "anon $(mib "$ta") against glibc's $(mib "$ga")" \
+				"(over 3% + 2M)"
+		elif ! fp_many_stop many 16; then
+			fail footprint.small_processes "data lost"
+		else
+			pass footprint.small_processes
 		fi
 	fi
 fi
