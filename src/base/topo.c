@@ -25,12 +25,18 @@ ssize_t ta_read_file(const char *path, char *buf, size_t size)
 		return -errno;
 	size_t got = 0;
 	while (got + 1 < size) {
-		long r = syscall(SYS_read, (int)fd, buf + got, size - 1 - got);
+		size_t want = size - 1 - got;
+		long r = syscall(SYS_read, (int)fd, buf + got, want);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			break;
 		got += (size_t)r;
+		/* Short: the end. The files read here are one record each (sysfs attributes, /proc
+		 * single-record files, fixtures), which the kernel returns whole in one read; this
+		 * saves a read per file at every process start. */
+		if ((size_t)r < want)
+			break;
 	}
 	syscall(SYS_close, (int)fd);
 	buf[got] = '\0';
