@@ -153,6 +153,17 @@ bool ta_quota_override(unsigned t, unsigned k, uint64_t *out)
 	return true;
 }
 
+bool ta_quota_customised(void)
+{
+	if (split_set)
+		return true;
+	for (unsigned t = 0; t < TA_MAX_TIERS; t++)
+		for (unsigned k = 0; k < TA_NLIMITS; k++)
+			if (override_set[t][k])
+				return true;
+	return false;
+}
+
 uint32_t ta_quota_share(unsigned t)
 {
 	if (split_set)

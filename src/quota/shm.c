@@ -859,8 +859,11 @@ void ta_quota_attach(void)
 	}
 	char name[128];
 	ta_shm_name(&cg, &ta_topo, ta_opts.shm_name, name, sizeof(name));
+	/* The segment holds the cgroup's limits as a process of it read them within the period:
+	 * read them again only when they are older, or when this process's options change them.
+	 * Saves a process start two to four cgroup files per level of the hierarchy. */
 	if (ta_shm_attach(name, &cg, &ta_topo) == 0)
-		ta_shm_refresh_limits(true);
+		ta_shm_refresh_limits(ta_quota_customised());
 }
 
 void ta_shm_publish_heat(const uint64_t hot[], const uint64_t cold[], unsigned n)

@@ -78,5 +78,7 @@ int ta_quota_init(const struct ta_topology *topo, struct ta_options *opts);
 bool ta_quota_override(unsigned t, unsigned k, uint64_t *out);
 /* The share used to split the cgroup's limits: TIERALLOC_SPLIT or the tier's capacity share. */
 uint32_t ta_quota_share(unsigned t);
+/* This process's options set tier limits or shares of its own. */
+bool ta_quota_customised(void);
 
 #endif /* TA_SHM_H */

@@ -4,8 +4,10 @@
  * program's thread inside malloc (the refresh reads cgroup files and, for the dead-slot check,
  * /proc of every peer). A malloc that finds the limits stale uses the last values and leaves a
  * note; the worker, started or woken by it, re-reads them. ENFORCE=off and PROMOTION=never, so
- * that nothing but stale limits starts the worker.
+ * that nothing but stale limits starts the worker. A process joining the segment reads them only
+ * when no process of the cgroup did within the period, or when its own options change them.
  */
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,9 +73,41 @@ static void test_not_in_malloc(void)
 	test_context("%s", "");
 }
 
+/* A process joining the segment with extra (or NULL): how many times its start-up read them. */
+static int joiner_reads(char *self, const char *extra)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (extra != NULL)
+			putenv((char *)extra);
+		char *args[] = { self, "--joiner", NULL };
+		execv(self, args);
+		_exit(127);
+	}
+	int status;
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+		test_hard("the joining process did not run");
+	return WEXITSTATUS(status);
+}
+
+static void test_join(char *self)
+{
+	test_context("a joining process reads the limits only when they are old");
+	atomic_store(&ta_shm.hdr->limits_read_ns, mono_ns());
+	expect_eq(joiner_reads(self, NULL), 0);
+	atomic_store(&ta_shm.hdr->limits_read_ns, mono_ns() - 1500000000ull);
+	expect_eq(joiner_reads(self, NULL), 1);
+	test_context("... or when its options change them");
+	atomic_store(&ta_shm.hdr->limits_read_ns, mono_ns());
+	expect_eq(joiner_reads(self, "TIERALLOC_SPLIT=0=75;1=25"), 1);
+	expect_eq(joiner_reads(self, "TIERALLOC_TIER_LIMITS=1.max=64M"), 1);
+	test_context("%s", "");
+}
+
 int main(int argc, char **argv)
 {
-	(void)argc;
+	if (argc > 1 && strcmp(argv[1], "--joiner") == 0)
+		return (int)ta_shm_limit_reads_here();
 	snprintf(shm_name_var, sizeof(shm_name_var), "TIERALLOC_SHM_NAME=/ta-unit-limits-%d",
 		 (int)getpid());
 	const char *const env[] = { shm_name_var, "TIERALLOC_TIERS=0;0", "TIERALLOC_ENFORCE=off",
@@ -88,6 +122,7 @@ int main(int argc, char **argv)
 	/* Start-up read them, on this thread. */
 	expect_ge(ta_shm_limit_reads_here(), 1);
 	test_stale_rule();
+	test_join(argv[0]);
 	test_not_in_malloc();
 	unlink(path);
 	return test_done();
