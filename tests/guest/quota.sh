@@ -163,11 +163,17 @@ fi
 gen0=$("$PEEK" "$seg" | sed -n 's/.* generation=\([0-9]*\) .*/\1/p')
 echo 256M >$cg/memory.max
 echo max >$cg/memory.high
-# Limits are re-read at most once a second, on a stock refill: wait past the period (a sleep is
-# never shorter than asked), then make the program allocate.
-sleep 1.5
-hog_cmd lim "alloc 1M 4K 1"
-gen1=$("$PEEK" "$seg" | sed -n 's/.* generation=\([0-9]*\) .*/\1/p')
+# Limits are re-read at most once a second, by the worker (never inside malloc): the program
+# allocates now and then, which starts or wakes it, until the segment's generation moves (GUARD_S
+# at most: a guard, lib.sh; the time it took is printed).
+t0=$(now_cs)
+gen1=$gen0
+while [ "$gen1" = "$gen0" ] && [ $(($(now_cs) - t0)) -lt $((GUARD_S * 100)) ]; do
+	hog_cmd lim "alloc 64K 4K 1"
+	sleep 0.5
+	gen1=$("$PEEK" "$seg" | sed -n 's/.* generation=\([0-9]*\) .*/\1/p')
+done
+echo "quota: new limits seen after $(($(now_cs) - t0))0 ms (generation $gen0 -> $gen1)"
 if out=$(check_limits $cg ""); then
 	echo "$out"
 	pass quota.limits.reread
