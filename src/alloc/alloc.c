@@ -35,7 +35,7 @@ void (*ta_alloc_poke)(void);
 static void rehome(struct ta_tcache *tc, unsigned u, unsigned cls, void *p)
 {
 	struct ta_bin *b = &tc->bins[u][cls];
-	if (b->count >= b->cap)
+	if (b->count >= b->cap && !ta_tcache_grow(tc, u, cls))
 		ta_tcache_flush_bin(tc, u, cls, b->cap / 2);
 	b->slots[b->count++] = p;
 }
@@ -47,13 +47,16 @@ static void *bin_take(struct ta_tcache *tc, unsigned t, unsigned cls, struct ta_
 	struct ta_bin *bin = &tc->bins[t][cls];
 	for (;;) {
 		if (bin->count == 0 || bin->count > bin->cap) {
-			unsigned want = bin->fill;
+			unsigned want = bin->fill, half = ta_class_cache_cap[cls] / 2u;
+			while (want > bin->cap && ta_tcache_grow(tc, t, cls))
+				;
+			if (want > bin->cap)
+				want = bin->cap;
 			bin->count = (uint16_t)ta_arena_fill(t, cls, bin->slots, want, ch);
 			if (bin->count == 0)
 				return NULL;
-			if (bin->fill < bin->cap / 2)
-				bin->fill = (uint16_t)(bin->fill * 2 < bin->cap / 2 ? bin->fill * 2
-										    : bin->cap / 2);
+			if (bin->fill < half)
+				bin->fill = (uint16_t)(bin->fill * 2 < half ? bin->fill * 2 : half);
 		}
 		void *p = bin->slots[--bin->count];
 		int u = ta_chunk_tier_of(p);
@@ -155,7 +158,7 @@ __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int 
 	}
 	tc->in_slow = 1;
 	struct ta_bin *bin = &tc->bins[t][cls];
-	if (bin->count >= bin->cap)
+	if (bin->count >= bin->cap && !ta_tcache_grow(tc, (unsigned)t, cls))
 		ta_tcache_flush_bin(tc, (unsigned)t, cls, bin->cap / 2);
 	bin->slots[bin->count++] = p;
 	ta_tcache_live_add(tc, (unsigned)t, -csize);

@@ -396,6 +396,7 @@ struct ta_tcache {
 	volatile int in_slow;	/* inside a slow path: signal-handler frees must not take locks */
 	void *_Atomic deferred; /* frees that arrived from a signal handler mid-slow-path */
 	size_t map_size;	/* bytes of this mmap'd structure with its slot arrays */
+	void **slot_next, **slot_end; /* the slot area not handed to a bin yet */
 	struct ta_tcache *next, *prev;
 };
 
@@ -407,6 +408,8 @@ void ta_tcache_retire(struct ta_tcache *tc);
 /* Give all but keep of a bin's objects back to the central list. */
 void ta_tcache_flush_bin(struct ta_tcache *tc, unsigned tier, unsigned cls, unsigned keep);
 void ta_tcache_drain_deferred(struct ta_tcache *tc);
+/* Double a bin's slots (up to its class's cap), in a slow path; false when it cannot. */
+bool ta_tcache_grow(struct ta_tcache *tc, unsigned tier, unsigned cls);
 /* The end of a slow path (in_slow set at its start): frees that a signal handler deferred run now.
  */
 static inline void ta_tcache_finish_slow(struct ta_tcache *tc)

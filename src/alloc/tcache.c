@@ -37,7 +37,8 @@ int ta_tcache_init(void)
 	size_t slots = 0;
 	for (unsigned c = 0; c < TA_NCLASSES; c++)
 		slots += ta_class_cache_cap[c];
-	tcache_size = sizeof(struct ta_tcache) + (size_t)ta_ntiers * slots * sizeof(void *);
+	/* Twice the slots: a bin's array is replaced by one twice its size as it grows. */
+	tcache_size = sizeof(struct ta_tcache) + 2 * (size_t)ta_ntiers * slots * sizeof(void *);
 	tcache_size = (tcache_size + 4095) & ~(size_t)4095;
 	return -pthread_key_create(&exit_key, thread_exit);
 }
@@ -47,18 +48,33 @@ static void tcache_setup(struct ta_tcache *tc)
 	size_t map_size = tc->map_size;
 	memset(tc, 0, sizeof(*tc));
 	tc->map_size = map_size;
-	void **slot = (void **)(tc + 1);
+	tc->slot_next = (void **)(tc + 1);
+	tc->slot_end = (void **)((char *)tc + map_size);
 	for (unsigned t = 0; t < ta_ntiers; t++) {
 		for (unsigned c = 0; c < TA_NCLASSES; c++) {
-			tc->bins[t][c].slots = slot;
-			unsigned cap = ta_class_cache_cap[c], first = cap / 2 < 8 ? cap / 2 : 8;
-
+			unsigned full = ta_class_cache_cap[c], first = full / 2 < 8 ? full / 2 : 8;
+			unsigned cap = full < 16 ? full : 16;
+			tc->bins[t][c].slots = tc->slot_next;
+			tc->slot_next += cap;
 			tc->bins[t][c].cap = (uint16_t)cap;
 			tc->bins[t][c].fill = (uint16_t)(first > 0 ? first : 1);
-			slot += ta_class_cache_cap[c];
 		}
 	}
 	ta_stock_init(&tc->stock);
+}
+
+bool ta_tcache_grow(struct ta_tcache *tc, unsigned tier, unsigned cls)
+{
+	struct ta_bin *bin = &tc->bins[tier][cls];
+	unsigned full = ta_class_cache_cap[cls], cap = bin->cap * 2u < full ? bin->cap * 2u : full;
+	if (cap <= bin->cap || tc->slot_end - tc->slot_next < (ptrdiff_t)cap)
+		return false;
+	void **slots = tc->slot_next;
+	tc->slot_next += cap;
+	memcpy(slots, bin->slots, bin->count * sizeof(void *));
+	bin->slots = slots;
+	bin->cap = (uint16_t)cap;
+	return true;
 }
 
 struct ta_tcache *ta_tcache_get(void)
