@@ -187,9 +187,8 @@ _Static_assert(sizeof(struct ta_chunk) <= TA_PAGE_SIZE, "a chunk's header fits i
 #define TA_CHUNK_MAGIC 0x74696572636b6e31ull /* "tierckn1" */
 #define TA_PAGE_NONE   0xff		     /* free, given back (or never cut) */
 #define TA_PAGE_IDLE   0xfe /* free, still resident and charged: its huge page is partly used */
-#define TA_PAGE_GOING  0xfd /* being given back: not free for a new run yet */
 #define TA_HALF_PAGES  (TA_CHUNK_PAGES / 2)
-_Static_assert(TA_NCLASSES < TA_PAGE_GOING, "a page's class fits its byte");
+_Static_assert(TA_NCLASSES < TA_PAGE_IDLE, "a page's class fits its byte");
 
 /* Runs of one class and tier that have objects to hand out, fullest handed out first. */
 struct ta_central_bin {

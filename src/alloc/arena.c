@@ -430,7 +430,8 @@ static bool half_free(const struct ta_chunk *c)
 /*
  * r's pages (unlisted, every object back) go back to the kernel and its tier's charge; in a huge
  * upper half they stay, idle and charged, until the whole half is free, and then the half goes.
- * Holds shape_lock throughout, so no retag sees pages on their way back.
+ * Holds shape_lock throughout, so no retag sees pages on their way back; a half's MADV_DONTNEED
+ * (2 MiB, no fault, no I/O) runs under its tier's chunk lock.
  */
 static uint64_t release_run(struct ta_run *r)
 {
@@ -457,29 +458,24 @@ static uint64_t release_run(struct ta_run *r)
 		c->holes_next = a->holes;
 		a->holes = c;
 	}
-	/* The half's last run: no run may be cut from its pages while they go. */
-	unsigned going = 0;
+	/* The half's last run: the half goes back whole, under the chunk lock, so that no run is
+	 * cut meanwhile from its free pages or, in the tier's current chunk, from the bump (the
+	 * bump's pages beyond the half's runs were never written: dropping them loses nothing). */
 	if (pages > now && half_free(c)) {
-		for (unsigned p = TA_HALF_PAGES; p < TA_CHUNK_PAGES; p++) {
-			if (c->page_class[p] == TA_PAGE_IDLE) {
-				c->page_class[p] = TA_PAGE_GOING;
-				going++;
-			}
-		}
-		c->pages_idle -= going;
-	}
-	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
-	if (going != 0) {
 		syscall(SYS_madvise, (char *)c + TA_HALF_PAGES * TA_PAGE_SIZE, TA_CHUNK_SIZE / 2,
 			MADV_DONTNEED);
-		ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
-		for (unsigned p = TA_HALF_PAGES; p < TA_CHUNK_PAGES; p++)
-			if (c->page_class[p] == TA_PAGE_GOING)
+		unsigned idle = 0;
+		for (unsigned p = TA_HALF_PAGES; p < TA_CHUNK_PAGES; p++) {
+			if (c->page_class[p] == TA_PAGE_IDLE) {
 				c->page_class[p] = TA_PAGE_NONE;
-		c->pages_free += going;
-		ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
-		bytes += (uint64_t)going * TA_PAGE_SIZE;
+				idle++;
+			}
+		}
+		c->pages_idle -= idle;
+		c->pages_free += idle;
+		bytes += (uint64_t)idle * TA_PAGE_SIZE;
 	}
+	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
 	if (bytes != 0) {
 		ta_uncharge(tier, bytes);
 		atomic_fetch_add(&a->purged, bytes);

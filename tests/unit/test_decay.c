@@ -253,6 +253,17 @@ static void test_demoted_books(void)
 	test_context("%s", "");
 }
 
+/* Bytes of free pages kept in huge halves that are partly in use, over both tiers' chunks. */
+static uint64_t idle_bytes(void)
+{
+	uint64_t idle = 0;
+	for (unsigned t = 0; t < 2; t++)
+		for (struct ta_chunk *k = ta_arenas[t].chunks; k != NULL; k = k->next)
+			idle += (uint64_t)k->pages_idle * TA_PAGE_SIZE;
+	printf("huge halves: %llu bytes idle at the end\n", (unsigned long long)idle);
+	return idle;
+}
+
 static unsigned page_in_chunk(const void *p)
 {
 	return (unsigned)(((uintptr_t)p & (TA_CHUNK_SIZE - 1)) >> TA_PAGE_SHIFT);
@@ -337,7 +348,10 @@ static void test_huge_halves(void)
 		tieralloc_free(o[i]);
 	}
 	settle();
-	expect_eq(stats(0).charged + stats(1).charged, base0 + base1);
+	/* Everything went back but the idle pages of halves that something else of this process
+	 * (a stdio buffer, say) took a run in meanwhile: those stay charged, by design. */
+	expect_le(stats(0).charged + stats(1).charged, base0 + base1 + idle_bytes());
+	expect_ge(stats(0).charged + stats(1).charged, base0 + base1);
 	test_context("%s", "");
 }
 
