@@ -41,7 +41,9 @@ static pthread_mutex_t shape_lock = PTHREAD_MUTEX_INITIALIZER;
 #define TA_DECAY_NS	  (1000ull * 1000 * 1000) /* empty that long: given back */
 #define TA_DECAY_EVERY_NS (100ull * 1000 * 1000)  /* the decay looks at most that often */
 #define TA_THP_AFTER	  16 /* chunks per tier without huge pages (see chunk_new) */
-static bool huge_halves;     /* the kernel's THP mode is "always" for this process */
+/* The kernel's THP mode is "always" for this process: 1 or 0; -1 until a tier's chunk past
+ * TA_THP_AFTER asks (most processes never get there, and start one file read lighter). */
+static _Atomic int huge_halves = -1;
 static unsigned huge_after = TA_THP_AFTER;
 
 int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
@@ -59,7 +61,6 @@ int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
 		pthread_mutex_init(&a->chunk_lock, NULL);
 	}
 	ta_charge_init(ntiers, limits);
-	huge_halves = ta_thp_always();
 	arena_count = ntiers;
 	ta_chunk_map = map;
 	return 0;
@@ -84,7 +85,7 @@ int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
  */
 void ta_arena_set_huge_halves(bool on, unsigned after)
 {
-	huge_halves = on;
+	atomic_store(&huge_halves, on ? 1 : 0);
 	huge_after = after;
 }
 
@@ -95,8 +96,15 @@ static struct ta_chunk *chunk_new(unsigned tier)
 		atomic_fetch_add(&ta_arenas[tier].backend_failures, 1);
 		return NULL;
 	}
-	bool huge = huge_halves && atomic_load_explicit(&ta_arenas[tier].nchunks,
-							memory_order_relaxed) >= huge_after;
+	bool huge = false;
+	if (atomic_load_explicit(&ta_arenas[tier].nchunks, memory_order_relaxed) >= huge_after) {
+		int h = atomic_load_explicit(&huge_halves, memory_order_relaxed);
+		if (h < 0) { /* two tiers may both read it: the same answer */
+			h = ta_thp_always() ? 1 : 0;
+			atomic_store_explicit(&huge_halves, h, memory_order_relaxed);
+		}
+		huge = h == 1;
+	}
 	syscall(SYS_madvise, c, huge ? TA_CHUNK_SIZE / 2 : TA_CHUNK_SIZE, MADV_NOHUGEPAGE);
 	/* The header's run descriptors are written as runs are cut: the rest of the page stays
 	 * untouched. */
