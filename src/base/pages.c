@@ -34,12 +34,9 @@ void ta_pages_unmap(void *p, size_t bytes)
 
 bool ta_thp_always(void)
 {
-	char buf[128];
-	ssize_t n =
-	    ta_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf) - 1);
-	if (n <= 0)
+	char buf[128]; /* ta_read_file ends it with a NUL */
+	if (ta_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf)) <= 0)
 		return false;
-	buf[n] = '\0';
 	/* A process may have opted out (prctl PR_SET_THP_DISABLE, inherited across exec). */
 	return strstr(buf, "[always]") != NULL &&
 	       syscall(SYS_prctl, PR_GET_THP_DISABLE, 0, 0, 0, 0) == 0;
@@ -53,7 +50,9 @@ static int statics_pending = 1;
 
 void ta_pages_statics_no_huge(void)
 {
-	if (!__atomic_exchange_n(&statics_pending, 0, __ATOMIC_ACQ_REL))
+	/* A plain load first: the boot allocator calls this on every allocation it serves. */
+	if (!__atomic_load_n(&statics_pending, __ATOMIC_RELAXED) ||
+	    !__atomic_exchange_n(&statics_pending, 0, __ATOMIC_ACQ_REL))
 		return;
 	uintptr_t page = 4096, lo = ((uintptr_t)__bss_start + page - 1) & ~(page - 1),
 		  hi = ((uintptr_t)_end + page - 1) & ~(page - 1);
