@@ -37,6 +37,10 @@ static void rehome(struct ta_tcache *tc, unsigned u, unsigned cls, void *p)
 	struct ta_bin *b = &tc->bins[u][cls];
 	if (b->count >= b->cap && !ta_tcache_grow(tc, u, cls))
 		ta_tcache_flush_bin(tc, u, cls, b->cap / 2);
+	if (unlikely(b->cap == 0)) { /* no slots at all: straight back to its run */
+		ta_arena_flush(u, cls, &p, 1);
+		return;
+	}
 	b->slots[b->count++] = p;
 }
 
@@ -45,6 +49,8 @@ static void rehome(struct ta_tcache *tc, unsigned u, unsigned cls, void *p)
 static void *bin_take(struct ta_tcache *tc, unsigned t, unsigned cls, struct ta_fill_charge *ch)
 {
 	struct ta_bin *bin = &tc->bins[t][cls];
+	if (unlikely(bin->cap == 0) && !ta_tcache_grow(tc, t, cls))
+		return NULL; /* cannot happen: the slot area holds every bin's arrays */
 	for (;;) {
 		if (bin->count == 0 || bin->count > bin->cap) {
 			unsigned want = bin->fill, half = ta_class_cache_cap[cls] / 2u;
@@ -160,7 +166,10 @@ __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int 
 	struct ta_bin *bin = &tc->bins[t][cls];
 	if (bin->count >= bin->cap && !ta_tcache_grow(tc, (unsigned)t, cls))
 		ta_tcache_flush_bin(tc, (unsigned)t, cls, bin->cap / 2);
-	bin->slots[bin->count++] = p;
+	if (unlikely(bin->cap == 0))
+		ta_arena_flush((unsigned)t, cls, &p, 1);
+	else
+		bin->slots[bin->count++] = p;
 	ta_tcache_live_add(tc, (unsigned)t, -csize);
 	ta_tcache_finish_slow(tc);
 }
@@ -232,13 +241,19 @@ void *ta_malloc(size_t size)
 		unsigned cls = ta_size_class(size);
 		unsigned t = tc->pref_tier;
 		struct ta_bin *bin = &tc->bins[t][cls];
-		if (likely(bin->count - 1u < bin->cap)) {
-			void *p = bin->slots[bin->count - 1];
+		/* count is read once and written once, from that one read: a signal handler's free
+		 * between the two pushes onto this bin, and a decrement in memory would leave the
+		 * object we hand out in the cache, to be handed out again (prog_signal caught a
+		 * compiler doing that). This way the handler's push is lost: a leak of one object,
+		 * never two owners. */
+		unsigned n = __atomic_load_n(&bin->count, __ATOMIC_RELAXED);
+		if (likely(n - 1u < bin->cap)) {
+			void *p = bin->slots[n - 1];
 			/* Still in this tier? Its chunk may have been demoted (slow path). */
 			if (unlikely(__atomic_load_n(&ta_chunk_map[(uintptr_t)p >> TA_CHUNK_SHIFT],
 						     __ATOMIC_RELAXED) != t + 1))
 				return alloc_impl(size, 16, -1, false);
-			bin->count--;
+			__atomic_store_n(&bin->count, (uint16_t)(n - 1), __ATOMIC_RELAXED);
 			int64_t live = tc->live[t] + (int64_t)ta_class_size[cls];
 			__atomic_store_n(&tc->live[t], live, __ATOMIC_RELAXED);
 			uint64_t *c = &tc->cnt[t][tc->pref_slot];
@@ -274,8 +289,11 @@ void ta_free(void *p)
 		unsigned cls = ta_chunk_class_of(p);
 		if (likely(tc != NULL && !tc->in_slow)) {
 			struct ta_bin *bin = &tc->bins[t][cls];
-			if (likely(bin->count < bin->cap)) {
-				bin->slots[bin->count++] = p;
+			unsigned n =
+			    __atomic_load_n(&bin->count, __ATOMIC_RELAXED); /* as in malloc */
+			if (likely(n < bin->cap)) {
+				bin->slots[n] = p;
+				__atomic_store_n(&bin->count, (uint16_t)(n + 1), __ATOMIC_RELAXED);
 				int64_t live = tc->live[t] - (int64_t)ta_class_size[cls];
 				__atomic_store_n(&tc->live[t], live, __ATOMIC_RELAXED);
 				return;

@@ -25,7 +25,7 @@
 #define TA_PAGE_SIZE   ((size_t)1 << TA_PAGE_SHIFT)
 #define TA_CHUNK_PAGES (TA_CHUNK_SIZE / TA_PAGE_SIZE)
 #define TA_SMALL_MAX   ((size_t)65536)
-#define TA_NCLASSES    128
+#define TA_NCLASSES    224
 
 /*
  * The allocator's locks and their order, outer first: a thread may take a lock only when every
@@ -129,14 +129,30 @@ extern const uint32_t ta_class_size[TA_NCLASSES];
 extern const uint8_t ta_class_small_lut[(1024 >> 4) + 1];
 extern const uint16_t ta_class_cache_cap[TA_NCLASSES];
 
+/* Per class: 1 for a fine class in use (sizeclass.c); sizes of the others above 1 KiB go to the
+ * coarse class above. Fine classes are the even ones past 1 KiB; a young process uses none. */
+extern uint8_t ta_class_fine_ok[TA_NCLASSES];
+/* Every fine class whose run fits (ta_class_fits) from now on, or none again (tests). */
+void ta_class_set_fine(bool fine);
+/* Whether fine classes were ever in use in this process. */
+bool ta_class_fine(void);
+#define TA_FINE_CLASSES_AFTER 8u /* chunks of small objects (32 MiB) */
+static inline bool ta_class_is_coarse(unsigned cls)
+{
+	return cls < 32u || (cls & 1u);
+}
+/* Whether the class's runs leave at most 1/128 unused after their last object. */
+bool ta_class_fits(unsigned cls);
+
 static inline unsigned ta_size_class(size_t n)
 {
 	if (n <= 1024)
 		return ta_class_small_lut[(n + 15) >> 4];
-	/* Sixteen per doubling above 1 KiB: class 32 is 1088. */
+	/* 32 per doubling above 1 KiB: class 32 is 1056, 33 is 1088. */
 	size_t x = n - 1;
 	unsigned lg = 63u - (unsigned)__builtin_clzl(x);
-	return 32u + (lg - 10u) * 16u + (unsigned)((x >> (lg - 4u)) & 15u);
+	unsigned cls = 32u + (lg - 10u) * 32u + (unsigned)((x >> (lg - 5u)) & 31u);
+	return cls | (__atomic_load_n(&ta_class_fine_ok[cls], __ATOMIC_RELAXED) ^ 1u);
 }
 /* Smallest class >= size whose objects are all aligned to align, or TA_NCLASSES. */
 unsigned ta_size_class_aligned(size_t size, size_t align);
@@ -198,7 +214,6 @@ struct ta_central_bin {
 } __attribute__((aligned(64)));
 
 struct ta_arena {
-	struct ta_central_bin bins[TA_NCLASSES];
 	pthread_mutex_t chunk_lock;
 	struct ta_chunk *cur; /* the chunk fresh pages are cut from */
 	struct ta_chunk *chunks;
@@ -214,6 +229,9 @@ struct ta_arena {
 	_Atomic uint64_t demoted;	/* bytes of charge moved from this tier to a lower one */
 	_Atomic uint64_t demotions;	/* ranges (chunks, large objects) moved from this tier */
 	_Atomic uint64_t reclaim_asked; /* bytes this process wrote to memory.reclaim for it */
+	/* Last, coarse classes first (arena.c's central_bin): a young process's bins and the
+	 * fields above share 8 KiB. */
+	struct ta_central_bin bins[TA_NCLASSES];
 };
 
 extern struct ta_arena ta_arenas[TA_MAX_TIERS];
@@ -379,13 +397,13 @@ struct ta_bin {
 	uint16_t count;
 	uint16_t cap;
 	/* Objects the next refill takes: 8 at first, doubling per refill up to cap / 2, so that a
-	 * class a thread uses little costs it few slots touched and few objects held. */
+	 * class a thread uses little costs it few slots touched and few objects held. cap, fill
+	 * and slots are 0 until the class is first used (ta_tcache_grow). */
 	uint16_t fill;
 	void **slots;
 };
 
 struct ta_tcache {
-	struct ta_bin bins[TA_MAX_TIERS][TA_NCLASSES];
 	struct ta_stock stock;	    /* pre-charged bytes for large objects, not handed out yet */
 	int64_t live[TA_MAX_TIERS]; /* bytes handed out minus bytes freed by this thread */
 	/* Allocation counts: [t][0] placed as preferred, [t][1] steered in, [t][2] explicit. */
@@ -397,6 +415,8 @@ struct ta_tcache {
 	size_t map_size;	/* bytes of this mmap'd structure with its slot arrays */
 	void **slot_next, **slot_end; /* the slot area not handed to a bin yet */
 	struct ta_tcache *next, *prev;
+	/* Last: a process with fewer tiers never touches the others' bins (10 KiB for three). */
+	struct ta_bin bins[TA_MAX_TIERS][TA_NCLASSES];
 };
 
 extern __thread struct ta_tcache *ta_tls __attribute__((tls_model("initial-exec")));
@@ -407,7 +427,8 @@ void ta_tcache_retire(struct ta_tcache *tc);
 /* Give all but keep of a bin's objects back to the central list. */
 void ta_tcache_flush_bin(struct ta_tcache *tc, unsigned tier, unsigned cls, unsigned keep);
 void ta_tcache_drain_deferred(struct ta_tcache *tc);
-/* Double a bin's slots (up to its class's cap), in a slow path; false when it cannot. */
+/* Give a bin its first 16 slots, or double them (up to its class's cap), in a slow path; false
+ * when it cannot. */
 bool ta_tcache_grow(struct ta_tcache *tc, unsigned tier, unsigned cls);
 /* The end of a slow path (in_slow set at its start): frees that a signal handler deferred run now.
  */

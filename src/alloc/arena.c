@@ -52,11 +52,15 @@ int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
 	void *map = ta_pages_map(map_size, true); /* a few bytes of it are touched */
 	if (map == NULL)
 		return -ENOMEM;
-	/* The tiers in use only: the others' locks are never taken, and initialising them would
-	 * touch 8 KiB of .bss per tier in every process. */
+	/* The bins' locks are in .bss: where an unlocked mutex is all zero (glibc), they are ready
+	 * as they are, and initialising them would touch 14 KiB per tier in every process for the
+	 * few classes it uses. The tiers in use only: the others' locks are never taken. */
+	static const pthread_mutex_t unlocked = PTHREAD_MUTEX_INITIALIZER;
+	static const pthread_mutex_t zero;
+	bool zero_is_unlocked = memcmp(&unlocked, &zero, sizeof(zero)) == 0;
 	for (unsigned t = 0; t < ntiers; t++) {
 		struct ta_arena *a = &ta_arenas[t];
-		for (unsigned c = 0; c < TA_NCLASSES; c++)
+		for (unsigned c = 0; c < TA_NCLASSES && !zero_is_unlocked; c++)
 			pthread_mutex_init(&a->bins[c].lock, NULL);
 		pthread_mutex_init(&a->chunk_lock, NULL);
 	}
@@ -87,6 +91,27 @@ void ta_arena_set_huge_halves(bool on, unsigned after)
 {
 	atomic_store(&huge_halves, on ? 1 : 0);
 	huge_after = after;
+}
+
+/* A class's central bin. The coarse classes' bins come first: they are all a young process uses
+ * (sizeclass.c), and its bins, a cache line each, then lie in 8 KiB of .bss, not in all 14. */
+static inline struct ta_central_bin *central_bin(unsigned tier, unsigned cls)
+{
+	_Static_assert(TA_NCLASSES == 32 + 2 * 96, "32 classes to 1 KiB, 96 coarse, 96 fine");
+	unsigned at = cls < 32u	   ? cls
+		      : (cls & 1u) ? 32u + (cls - 32u) / 2u
+				   : 128u + (cls - 32u) / 2u;
+	return &ta_arenas[tier].bins[at];
+}
+
+/* A process with this many chunks of small objects gains more from finer size classes than the
+ * partly touched pages of their runs cost (sizeclass.c). */
+static bool fine_classes_pay(void)
+{
+	uint64_t chunks = 0;
+	for (unsigned t = 0; t < arena_count; t++)
+		chunks += atomic_load_explicit(&ta_arenas[t].nchunks, memory_order_relaxed);
+	return chunks >= TA_FINE_CLASSES_AFTER;
 }
 
 static struct ta_chunk *chunk_new(unsigned tier)
@@ -127,6 +152,8 @@ static struct ta_chunk *chunk_new(unsigned tier)
 	c->next = a->chunks;
 	a->chunks = c;
 	atomic_fetch_add(&a->nchunks, 1);
+	if (!ta_class_fine() && fine_classes_pay())
+		ta_class_set_fine(true);
 	/* Publish last: free() trusts the map. */
 	__atomic_store_n(&ta_chunk_map[(uintptr_t)c >> TA_CHUNK_SHIFT], (uint8_t)(tier + 1),
 			 __ATOMIC_RELEASE);
@@ -322,7 +349,7 @@ static void list_del(struct ta_central_bin *b, struct ta_run *r)
 unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 		       struct ta_fill_charge *ch)
 {
-	struct ta_central_bin *b = &ta_arenas[tier].bins[cls];
+	struct ta_central_bin *b = central_bin(tier, cls);
 	size_t size = ta_class_size[cls];
 	unsigned got = 0;
 	ta_lock(&b->lock, TA_RANK_BIN);
@@ -348,7 +375,7 @@ unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 		 * They go out highest first: a thread cache hands out the last of them first, so a
 		 * class fills its run upward from the bottom, leaving one partly touched page at
 		 * the top rather than one at each end of every refill's window (about 2 KiB per
-		 * class used, 128 classes, in every process). */
+		 * class in use, in every process). */
 		char *base = run_base(r);
 		unsigned fresh = r->nobj - r->fresh < want - got ? r->nobj - r->fresh : want - got;
 		for (unsigned i = fresh; i-- > 0;)
@@ -395,7 +422,7 @@ void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n)
 	while (n > 0) {
 		void *others[64];
 		unsigned batch = n < 64 ? n : 64, nothers;
-		struct ta_central_bin *b = &ta_arenas[tier].bins[cls];
+		struct ta_central_bin *b = central_bin(tier, cls);
 		ta_lock(&b->lock, TA_RANK_BIN);
 		nothers = flush_locked(b, tier, objs, batch, others);
 		ta_unlock(&b->lock, TA_RANK_BIN);
@@ -409,7 +436,7 @@ void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n)
 			for (;;) {
 				unsigned u =
 				    __atomic_load_n(&run_of(others[i])->tier, __ATOMIC_ACQUIRE);
-				struct ta_central_bin *ob = &ta_arenas[u].bins[cls];
+				struct ta_central_bin *ob = central_bin(u, cls);
 				ta_lock(&ob->lock, TA_RANK_BIN);
 				void *again;
 				unsigned left = flush_locked(ob, u, &others[i], 1, &again);
@@ -496,8 +523,11 @@ uint64_t ta_arena_purge(unsigned tier, uint64_t min_age_ns)
 {
 	enum { BATCH = 64 };
 	uint64_t now = ta_monotonic_ns(), bytes = 0;
+	bool fine = ta_class_fine();
 	for (unsigned cls = 0; cls < TA_NCLASSES; cls++) {
-		struct ta_central_bin *b = &ta_arenas[tier].bins[cls];
+		if (!fine && !ta_class_is_coarse(cls))
+			continue; /* never used: not even a look at its bin's page */
+		struct ta_central_bin *b = central_bin(tier, cls);
 		for (;;) {
 			if (__atomic_load_n(&b->nempty, __ATOMIC_RELAXED) == 0)
 				break;
@@ -604,7 +634,7 @@ int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
 			continue;
 		struct ta_run *r = &c->run[p];
 		unsigned cls = r->cls;
-		struct ta_central_bin *ba = &a->bins[cls], *bb = &b->bins[cls];
+		struct ta_central_bin *ba = central_bin(from, cls), *bb = central_bin(to, cls);
 		struct ta_central_bin *lo = from < to ? ba : bb, *hi = from < to ? bb : ba;
 		ta_lock(&lo->lock, TA_RANK_BIN);
 		ta_lock(&hi->lock, TA_RANK_BIN_HIGH);

@@ -43,37 +43,38 @@ int ta_tcache_init(void)
 	return -pthread_key_create(&exit_key, thread_exit);
 }
 
-static void tcache_setup(struct ta_tcache *tc)
+/* fresh: tc is new from the kernel, all zero. A bin gets its slots on first use (ta_tcache_grow):
+ * those of the classes a thread uses sit together, and a bin never used is never written (with
+ * 224 classes, half of them unused in a young process, 16 slots for every bin at the start spread
+ * the used ones over twice the pages). */
+static void tcache_setup(struct ta_tcache *tc, size_t map_size, bool fresh)
 {
-	size_t map_size = tc->map_size;
-	memset(tc, 0, sizeof(*tc));
+	if (!fresh)
+		memset(tc, 0, sizeof(*tc));
 	tc->map_size = map_size;
 	tc->slot_next = (void **)(tc + 1);
 	tc->slot_end = (void **)((char *)tc + map_size);
-	for (unsigned t = 0; t < ta_ntiers; t++) {
-		for (unsigned c = 0; c < TA_NCLASSES; c++) {
-			unsigned full = ta_class_cache_cap[c], first = full / 2 < 8 ? full / 2 : 8;
-			unsigned cap = full < 16 ? full : 16;
-			tc->bins[t][c].slots = tc->slot_next;
-			tc->slot_next += cap;
-			tc->bins[t][c].cap = (uint16_t)cap;
-			tc->bins[t][c].fill = (uint16_t)(first > 0 ? first : 1);
-		}
-	}
 	ta_stock_init(&tc->stock);
 }
 
 bool ta_tcache_grow(struct ta_tcache *tc, unsigned tier, unsigned cls)
 {
 	struct ta_bin *bin = &tc->bins[tier][cls];
-	unsigned full = ta_class_cache_cap[cls], cap = bin->cap * 2u < full ? bin->cap * 2u : full;
+	unsigned full = ta_class_cache_cap[cls], cap;
+	if (bin->cap == 0)
+		cap = full < 16 ? full : 16;
+	else
+		cap = bin->cap * 2u < full ? bin->cap * 2u : full;
 	if (cap <= bin->cap || tc->slot_end - tc->slot_next < (ptrdiff_t)cap)
 		return false;
 	void **slots = tc->slot_next;
 	tc->slot_next += cap;
-	memcpy(slots, bin->slots, bin->count * sizeof(void *));
+	if (bin->count > 0)
+		memcpy(slots, bin->slots, bin->count * sizeof(void *));
 	bin->slots = slots;
 	bin->cap = (uint16_t)cap;
+	if (bin->fill == 0) /* the first refill: 8 objects (fewer for the biggest classes) */
+		bin->fill = (uint16_t)(full / 2 < 8 ? (full / 2 > 0 ? full / 2 : 1) : 8);
 	return true;
 }
 
@@ -87,16 +88,15 @@ struct ta_tcache *ta_tcache_get(void)
 	struct ta_tcache *tc = spare;
 	if (tc != NULL) {
 		spare = tc->next;
+		tcache_setup(tc, tc->map_size, false);
 	} else {
-		void *m = ta_pages_map(tcache_size, false);
-		if (m == NULL) {
+		tc = ta_pages_map(tcache_size, false);
+		if (tc == NULL) {
 			ta_unlock(&registry_lock, TA_RANK_REGISTRY);
 			return NULL;
 		}
-		tc = m;
-		tc->map_size = tcache_size;
+		tcache_setup(tc, tcache_size, true);
 	}
-	tcache_setup(tc);
 	tc->next = registry;
 	if (registry != NULL)
 		registry->prev = tc;
