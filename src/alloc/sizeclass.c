@@ -11,8 +11,10 @@
  * 100 classes at sixteen per doubling, 160 at 32: 120 KiB more in those top pages than the
  * rounding saves. So sizes above 1 KiB take the odd classes of each doubling (sixteen per
  * doubling, at most 6.25% rounding) until the process has TA_FINE_CLASSES_AFTER chunks of small
- * objects (32 MiB), where 1% of the bytes is worth more than the pages; then every class. The
- * switch changes only where new objects go: an object's class is its run's.
+ * objects (32 MiB), where 1% of the bytes is worth more than the pages; then also every fine class
+ * whose runs fit (ta_class_fits: 57 of the 64 from 1 to 16 KiB; the others would leave more
+ * unused at their runs' ends than they save). The switch changes only where new objects go: an
+ * object's class is its run's.
  *
  * Runs are whole 16 KiB pages holding at least four objects, sized so that the bytes after the
  * last object are at most 1/128 of the run where that takes no more than 16 pages (else the least
@@ -112,13 +114,15 @@ bool ta_class_fits(unsigned cls)
 	return run_waste(ta_class_size[cls], pages) * 128 <= (size_t)pages * TA_PAGE_SIZE;
 }
 
-/* Readers may see the table half switched: either class holds the size. */
+/* Readers may see the table half switched: either class holds the size. fine_on stays set once
+ * set: fine classes' bins may hold objects from then on, and decay must look at them. */
 void ta_class_set_fine(bool fine)
 {
+	if (fine)
+		__atomic_store_n(&fine_on, true, __ATOMIC_RELAXED);
 	for (unsigned cls = 32; cls < TA_NCLASSES; cls += 2)
 		__atomic_store_n(&ta_class_fine_ok[cls], fine && ta_class_fits(cls),
 				 __ATOMIC_RELAXED);
-	__atomic_store_n(&fine_on, fine, __ATOMIC_RELAXED);
 }
 
 bool ta_class_fine(void)

@@ -73,8 +73,8 @@ bool ta_tcache_grow(struct ta_tcache *tc, unsigned tier, unsigned cls)
 		memcpy(slots, bin->slots, bin->count * sizeof(void *));
 	bin->slots = slots;
 	bin->cap = (uint16_t)cap;
-	if (bin->fill == 0) /* the first refill: 8 objects (fewer for the biggest classes) */
-		bin->fill = (uint16_t)(full / 2 < 8 ? (full / 2 > 0 ? full / 2 : 1) : 8);
+	if (bin->fill == 0) /* the first refill: 8 objects (half the cap for the biggest classes) */
+		bin->fill = (uint16_t)(full / 2 < 8 ? full / 2 : 8);
 	return true;
 }
 
