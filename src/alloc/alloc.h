@@ -195,6 +195,12 @@ struct ta_chunk {
 	uint32_t heat;	     /* enforce/access.c's: how much of it was written lately */
 	uint8_t on_holes;
 	uint8_t huge_half; /* its upper half may be one huge page: given back only whole */
+	/* The upper half of a huge_half chunk is advised huge (upper_huge) only once no run will be
+	 * cut from the bump (closed) and every run there has handed out all its fresh objects
+	 * (upper_open counts the others): arena.c. */
+	_Atomic uint8_t closed;
+	_Atomic uint8_t upper_huge;
+	_Atomic uint16_t upper_open;
 	uint8_t page_class[TA_CHUNK_PAGES]; /* the class of the run a page is in; TA_PAGE_NONE */
 	uint8_t run_back[TA_CHUNK_PAGES];   /* pages from a run's page back to its first */
 	struct ta_run run[TA_CHUNK_PAGES];  /* at a run's first page */

@@ -73,8 +73,7 @@ int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
 /*
  * Huge pages. Under THP "always" the first touch of any 2 MiB of a chunk faults all of it, so the
  * chunk runs are being cut from costs up to 2 MiB more than what is in use: for a program holding a
- * few MiB that is most of what it holds. So a tier's first TA_THP_AFTER chunks (64 MiB) get none;
- * past that the bound is under 3% of the tier's chunks.
+ * few MiB that is most of what it holds. So a tier's first TA_THP_AFTER chunks (64 MiB) get none.
  *
  * A huge page partly given back (MADV_DONTNEED on some of its 4 KiB pages) is not freed: the
  * kernel splits its mapping and queues it for a split that happens only under memory pressure, so
@@ -86,6 +85,13 @@ int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS])
  * (TA_PAGE_IDLE) that the tier's next runs take like holes and without a new charge, until every
  * page of the half is free; then the half goes back at once. The lower half, with the header that
  * never goes back, gets no huge page and gives its runs back one by one.
+ *
+ * Nor does the upper half fault huge: every class's current run there, and the chunk's uncut end,
+ * would be resident whole (in the guest, 200 MiB of mixed sizes held 5.5 MiB more than on a host
+ * without THP "always"). It starts MADV_NOHUGEPAGE like the rest, and becomes MADV_HUGEPAGE once
+ * the chunk is closed (no longer the one the bump cuts from) and each run cut in the half has
+ * handed out all its fresh objects: khugepaged may then collapse it with nothing to fault that a
+ * program had not written. Going back whole makes it MADV_NOHUGEPAGE again.
  */
 void ta_arena_set_huge_halves(bool on, unsigned after)
 {
@@ -130,7 +136,7 @@ static struct ta_chunk *chunk_new(unsigned tier)
 		}
 		huge = h == 1;
 	}
-	syscall(SYS_madvise, c, huge ? TA_CHUNK_SIZE / 2 : TA_CHUNK_SIZE, MADV_NOHUGEPAGE);
+	syscall(SYS_madvise, c, TA_CHUNK_SIZE, MADV_NOHUGEPAGE);
 	/* The header's run descriptors are written as runs are cut: the rest of the page stays
 	 * untouched. */
 	c->magic = TA_CHUNK_MAGIC;
@@ -142,6 +148,9 @@ static struct ta_chunk *chunk_new(unsigned tier)
 	c->pages_free = 0;
 	c->pages_idle = 0;
 	c->huge_half = huge;
+	atomic_store_explicit(&c->closed, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->upper_huge, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->upper_open, 0, memory_order_relaxed);
 	c->moving = 0;
 	c->heat = 0;
 	c->on_holes = 0;
@@ -207,6 +216,29 @@ static void holes_unlink(struct ta_arena *a, struct ta_chunk *c)
 	c->holes_next = NULL;
 }
 
+static inline bool in_upper_half(const struct ta_chunk *c, unsigned first, unsigned pages)
+{
+	return c->huge_half && first + pages > TA_HALF_PAGES;
+}
+
+/* c's upper half may be huge now (see "Huge pages"): both conditions are seq_cst, so of a close
+ * and a last run's exhaustion racing, one sees the other. */
+static void upper_half_maybe_huge(struct ta_chunk *c)
+{
+	if (!c->huge_half || atomic_load(&c->closed) == 0 || atomic_load(&c->upper_open) != 0)
+		return;
+	if (atomic_exchange(&c->upper_huge, 1) == 0)
+		syscall(SYS_madvise, (char *)c + TA_CHUNK_SIZE / 2, TA_CHUNK_SIZE / 2,
+			MADV_HUGEPAGE);
+}
+
+/* One of c's upper-half runs has no fresh object left, or went back before it had none. */
+static void upper_run_done(struct ta_chunk *c)
+{
+	if (atomic_fetch_sub(&c->upper_open, 1) == 1)
+		upper_half_maybe_huge(c);
+}
+
 /* Where a run of cls goes: a hole of a whole run in a chunk of the tier, else the current chunk's
  * bump (its end taking a shorter run), else a new chunk; sets *pages and *fresh_chunk (the caller
  * makes it). Called with the tier's chunk_lock. */
@@ -268,8 +300,15 @@ static struct ta_run *run_new(unsigned tier, unsigned cls, struct ta_fill_charge
 			ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
 			return NULL;
 		}
+		struct ta_chunk *old = a->cur;
 		a->cur = c;
+		if (old != NULL) {
+			atomic_store(&old->closed, 1);
+			upper_half_maybe_huge(old);
+		}
 	}
+	if (in_upper_half(c, first, pages))
+		atomic_fetch_add(&c->upper_open, 1);
 	if (first < c->pages_used) { /* a hole */
 		c->pages_free -= pages - idle;
 		c->pages_idle -= idle;
@@ -381,6 +420,9 @@ unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 		for (unsigned i = fresh; i-- > 0;)
 			out[got++] = base + (size_t)(r->fresh + i) * size;
 		r->fresh += fresh;
+		if (fresh != 0 && r->fresh == r->nobj &&
+		    in_upper_half(chunk_of(r), run_first(r), r->pages))
+			upper_run_done(chunk_of(r));
 		if (r->free == NULL && r->fresh == r->nobj)
 			list_del(b, r);
 	}
@@ -473,6 +515,8 @@ static uint64_t release_run(struct ta_run *r)
 	struct ta_chunk *c = chunk_of(r);
 	unsigned first = run_first(r), pages = r->pages;
 	unsigned keep_from = c->huge_half ? TA_HALF_PAGES : TA_CHUNK_PAGES;
+	if (r->fresh != r->nobj && in_upper_half(c, first, pages))
+		upper_run_done(c);
 	unsigned now =
 	    first >= keep_from ? 0 : (first + pages <= keep_from ? pages : keep_from - first);
 	uint64_t bytes = (uint64_t)now * TA_PAGE_SIZE;
@@ -499,6 +543,9 @@ static uint64_t release_run(struct ta_run *r)
 	if (pages > now && half_free(c)) {
 		syscall(SYS_madvise, (char *)c + TA_HALF_PAGES * TA_PAGE_SIZE, TA_CHUNK_SIZE / 2,
 			MADV_DONTNEED);
+		if (atomic_exchange(&c->upper_huge, 0) != 0)
+			syscall(SYS_madvise, (char *)c + TA_CHUNK_SIZE / 2, TA_CHUNK_SIZE / 2,
+				MADV_NOHUGEPAGE);
 		unsigned idle = 0;
 		for (unsigned p = TA_HALF_PAGES; p < TA_CHUNK_PAGES; p++) {
 			if (c->page_class[p] == TA_PAGE_IDLE) {
