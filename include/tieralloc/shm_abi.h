@@ -36,7 +36,7 @@
 
 #define TA_SHM_MAGIC	 0x31306d6873726574ull /* "tershm01" little-endian */
 #define TA_SHM_ABI_MAJOR 1
-#define TA_SHM_ABI_MINOR 3
+#define TA_SHM_ABI_MINOR 4
 #define TA_SHM_MAX_TIERS 3
 #define TA_SHM_MAX_SLOTS 256 /* processes of one cgroup attached at once */
 #define TA_SHM_PATH_MAX	 256
@@ -162,8 +162,13 @@ struct ta_shm_header {
 	/* Minor 3: the access block (struct ta_shm_access), after the agent block; 0: none. */
 	uint32_t access_off;
 	uint32_t access_size;
-	uint64_t reserved[2];
+	/* Minor 4: configuration lines lately said by a process of the cgroup, each its hash's
+	 * upper 32 bits over the CLOCK_MONOTONIC second it was said (TA_SHM_SAID_*). */
+	_Atomic uint64_t said[2];
 };
+/* A line said within the window is not said again by the cgroup's other processes. */
+#define TA_SHM_SAID_WINDOW_S   60u
+#define TA_SHM_SAID(hash, sec) (((uint64_t)(hash)&0xffffffff00000000ull) | ((sec)&0xffffffffu))
 
 /* The promotion gate's margin below a tier's high share: an eighth of it, at least 8 MiB. The
  * gate shuts within half a margin of the share and opens below the whole margin; the agent raises

@@ -218,7 +218,7 @@ static int kinds_init(const struct ta_topology *topo, struct ta_options *opts)
 			done = true;
 		}
 		if (!done) {
-			ta_log(
+			ta_config_log(
 			    TA_LOG_ERROR,
 			    "tier %u (%s, nodes %s): no memkind kind can bind to these nodes; its "
 			    "memory is placed by the kernel's default policy",

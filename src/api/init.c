@@ -153,6 +153,11 @@ static void show_config(void)
 
 static int finish(int state)
 {
+	/* Configuration lines: once per cgroup where the segment can tell, else by every process.
+	 */
+	ta_config_release(state == TA_READY && !(ta_opts.strict && ta_opts.nerrors > 0)
+			      ? ta_quota_first_to_say
+			      : NULL);
 	if (ta_opts.strict && ta_opts.nerrors > 0) {
 		ta_log(TA_LOG_ERROR, "TIERALLOC_STRICT=1 and %u configuration error(s): exiting",
 		       ta_opts.nerrors);
@@ -176,6 +181,7 @@ int ta_init(void)
 	if (!atomic_compare_exchange_strong(&ta_state, &expected, TA_INITIALIZING))
 		return expected;
 
+	ta_config_hold();
 	ta_env_parse(environ, &ta_opts);
 	ta_log_level = ta_opts.log_level;
 	if (ta_opts.disable)

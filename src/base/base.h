@@ -48,6 +48,14 @@
 enum ta_log_level { TA_LOG_ERROR = 0, TA_LOG_WARN = 1, TA_LOG_INFO = 2, TA_LOG_DEBUG = 3 };
 extern int ta_log_level;
 void ta_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A line about the configuration (a bad TIERALLOC_* value): like ta_log, but between
+ * ta_config_hold and ta_config_release it is held, so that a cgroup's processes can say it once
+ * (quota.c's ta_quota_first_to_say). */
+void ta_config_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ta_config_hold(void);
+/* Write the held lines for which first() is true (all of them when first is NULL); stop holding.
+ */
+void ta_config_release(bool (*first)(const char *line, size_t len));
 /* A pointer the allocator does not own, handed to what (free, realloc...): said for the first 8. */
 void ta_log_foreign(const void *p, const char *what);
 /* Format into buf (always NUL-terminated); returns the length written. %s %d %u %ld %lu %lld %llu

@@ -186,8 +186,8 @@ static void bad_value(struct ta_options *opts, const struct ta_opt_desc *d, cons
 	const char *def = d->shown_default != NULL ? d->shown_default
 			  : d->def[0] != '\0'	   ? d->def
 						   : "none";
-	ta_log(TA_LOG_WARN, "TIERALLOC_%s=\"%s\": %s; using the default (%s)", d->name, value, why,
-	       def);
+	ta_config_log(TA_LOG_WARN, "TIERALLOC_%s=\"%s\": %s; using the default (%s)", d->name,
+		      value, why, def);
 	ta_config_error(opts);
 }
 
@@ -360,7 +360,7 @@ static void parse_pass(char **envp, struct ta_options *opts, bool first_pass, bo
 			size_t n = len < sizeof(shown) - 1 ? len : sizeof(shown) - 1;
 			memcpy(shown, name, n);
 			shown[n] = '\0';
-			ta_log(TA_LOG_WARN, "unknown variable TIERALLOC_%s ignored", shown);
+			ta_config_log(TA_LOG_WARN, "unknown variable TIERALLOC_%s ignored", shown);
 			ta_config_error(opts);
 			continue;
 		}

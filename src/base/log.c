@@ -149,22 +149,71 @@ void ta_write_all(int fd, const char *buf, size_t len)
 
 static const char *const level_names[] = { "error", "warning", "info", "debug" };
 
+#define LINE_MAX_BYTES 320
+
+static size_t log_vline(char *line, int level, const char *fmt, va_list ap)
+{
+	size_t n = ta_format(line, LINE_MAX_BYTES, "tieralloc: %s: ", level_names[level]);
+	n += ta_vformat(line + n, LINE_MAX_BYTES - n - 1, true, fmt, ap);
+	line[n++] = '\n';
+	return n;
+}
+
 void ta_log(int level, const char *fmt, ...)
 {
 	if (level > ta_log_level || log_depth > 0)
 		return;
 	int saved_errno = errno;
 	log_depth++;
-	char line[320];
-	size_t n = ta_format(line, sizeof(line), "tieralloc: %s: ", level_names[level]);
+	char line[LINE_MAX_BYTES];
 	va_list ap;
 	va_start(ap, fmt);
-	n += ta_vformat(line + n, sizeof(line) - n - 1, true, fmt, ap);
+	size_t n = log_vline(line, level, fmt, ap);
 	va_end(ap);
-	line[n++] = '\n';
 	ta_write_all(STDERR_FILENO, line, n);
 	log_depth--;
 	errno = saved_errno;
+}
+
+/* Configuration lines held during start-up (ta_config_hold); beyond HELD_MAX they are written at
+ * once. Only the thread that runs ta_init writes them. */
+#define HELD_MAX 8
+static char held[HELD_MAX][LINE_MAX_BYTES];
+static size_t held_len[HELD_MAX];
+static unsigned nheld;
+static bool holding;
+
+void ta_config_hold(void)
+{
+	holding = true;
+}
+
+void ta_config_log(int level, const char *fmt, ...)
+{
+	if (level > ta_log_level || log_depth > 0)
+		return;
+	int saved_errno = errno;
+	char line[LINE_MAX_BYTES];
+	va_list ap;
+	va_start(ap, fmt);
+	size_t n = log_vline(line, level, fmt, ap);
+	va_end(ap);
+	if (holding && nheld < HELD_MAX) {
+		memcpy(held[nheld], line, n);
+		held_len[nheld++] = n;
+	} else {
+		ta_write_all(STDERR_FILENO, line, n);
+	}
+	errno = saved_errno;
+}
+
+void ta_config_release(bool (*first)(const char *line, size_t len))
+{
+	holding = false;
+	for (unsigned i = 0; i < nheld; i++)
+		if (first == NULL || first(held[i], held_len[i]))
+			ta_write_all(STDERR_FILENO, held[i], held_len[i]);
+	nheld = 0;
 }
 
 void ta_log_foreign(const void *p, const char *what)

@@ -334,10 +334,11 @@ int ta_topo_discover(const char *root, const char *spec, struct ta_topology *top
 		} else {
 			char nodes[128];
 			ta_nodelist_format(mem_nodes, nodes, sizeof(nodes));
-			ta_log(TA_LOG_WARN,
-			       "TIERALLOC_TIERS=\"%s\": %s (nodes with memory: %s); discovering "
-			       "tiers instead",
-			       spec, why, nodes);
+			ta_config_log(
+			    TA_LOG_WARN,
+			    "TIERALLOC_TIERS=\"%s\": %s (nodes with memory: %s); discovering "
+			    "tiers instead",
+			    spec, why, nodes);
 			ta_config_error(opts);
 			topo->ntiers = 0;
 		}
@@ -458,7 +459,7 @@ int ta_topo_parse_limits(const struct ta_topology *topo, const char *spec,
 		limits[t] = parsed[t];
 	return 0;
 bad:
-	ta_log(TA_LOG_WARN, "TIERALLOC_PROCESS_LIMIT=\"%s\": %s; using no limit", spec, why);
+	ta_config_log(TA_LOG_WARN, "TIERALLOC_PROCESS_LIMIT=\"%s\": %s; using no limit", spec, why);
 	ta_config_error(opts);
 	return -EINVAL;
 }

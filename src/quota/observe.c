@@ -94,6 +94,31 @@ bool ta_quota_observe(bool now_please)
 	return true;
 }
 
+bool ta_quota_first_to_say(const char *line, size_t len)
+{
+	if (!atomic_load(&ta_shm.active) || ta_shm.snap.abi_minor < 4)
+		return true;
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)line[i]) * 0x100000001b3ull;
+	uint64_t now = ta_monotonic_ns() / 1000000000u;
+	_Atomic uint64_t *said = ta_shm.hdr->said;
+	for (unsigned i = 0; i < 2; i++) {
+		uint64_t v = atomic_load(&said[i]);
+		if ((v >> 32) == (h >> 32) && (uint32_t)now - (uint32_t)v < TA_SHM_SAID_WINDOW_S)
+			return false;
+	}
+	/* Not said lately: take a slot that is free or out of the window, and say it. */
+	for (unsigned i = 0; i < 2; i++) {
+		uint64_t v = atomic_load(&said[i]);
+		if (v != 0 && (uint32_t)now - (uint32_t)v < TA_SHM_SAID_WINDOW_S)
+			continue;
+		if (atomic_compare_exchange_strong(&said[i], &v, TA_SHM_SAID(h, now)))
+			break;
+	}
+	return true;
+}
+
 /* Ask the kernel for bytes back; counted on tier's record (the cgroup's total: the last tier). */
 int ta_quota_reclaim(uint64_t bytes, unsigned tier)
 {

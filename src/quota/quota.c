@@ -133,13 +133,14 @@ int ta_quota_init(const struct ta_topology *topo, struct ta_options *opts)
 	const char *why = NULL;
 	quota_topo = topo;
 	if (opts->tier_limits[0] != '\0' && parse_limits(topo, opts->tier_limits, &why) != 0) {
-		ta_log(TA_LOG_WARN, "TIERALLOC_TIER_LIMITS=\"%s\": %s; using the cgroup's limits",
-		       opts->tier_limits, why);
+		ta_config_log(TA_LOG_WARN,
+			      "TIERALLOC_TIER_LIMITS=\"%s\": %s; using the cgroup's limits",
+			      opts->tier_limits, why);
 		ta_config_error(opts);
 	}
 	if (opts->split[0] != '\0' && parse_split(topo, opts->split, &why) != 0) {
-		ta_log(TA_LOG_WARN, "TIERALLOC_SPLIT=\"%s\": %s; splitting by capacity",
-		       opts->split, why);
+		ta_config_log(TA_LOG_WARN, "TIERALLOC_SPLIT=\"%s\": %s; splitting by capacity",
+			      opts->split, why);
 		ta_config_error(opts);
 	}
 	return 0;

@@ -18,6 +18,9 @@
 /* Join the cgroup's shared segment (unless TIERALLOC_SHM_NAME=off) after reading the quota
  * options; on failure one warning, and the process keeps its own accounting. */
 void ta_quota_attach(void);
+/* Whether this process is to write a configuration line: false when another process of its
+ * cgroup wrote the same one within TA_SHM_SAID_WINDOW_S (ta_config_release's filter). */
+bool ta_quota_first_to_say(const char *line, size_t len);
 /* Re-read the cgroup's limits at most once a second per cgroup (now: unconditionally). Only at
  * start-up and from the enforcement pass (the worker's, or inline when TIERALLOC_ENFORCE=inline
  * asks for that): never on a program thread's allocation otherwise. */

@@ -23,7 +23,7 @@ int ta_shm_validate(const void *seg, size_t size, const char **why)
 		*why = "other ABI major version";
 		return -EINVAL;
 	}
-	if (h->seg_size != size || h->header_size < offsetof(struct ta_shm_header, reserved) ||
+	if (h->seg_size != size || h->header_size < offsetof(struct ta_shm_header, said) ||
 	    h->header_size > h->tiers_off) {
 		*why = "sizes do not match the file";
 		return -EINVAL;

@@ -17,13 +17,18 @@ cd "$TA_WORK"
 	ta_hard_error "prog_blocks failed without the preload"
 [[ -s plain.err ]] && ta_hard_error "prog_blocks wrote to stderr: $(cat plain.err)"
 
+# A segment of its own for each run: a cgroup's processes say a configuration warning once
+# (checked below), and these runs each count their own.
+SEG=tieralloc-test-env-$$
+trap 'rm -f /dev/shm/$SEG-*' EXIT
+
 # run NAME [VAR=value...] -- [ARGS...]: prog_blocks under the preload with that environment;
 # NAME.out, NAME.err, and the status in $rc.
 run()
 {
 	local name=$1
 	shift
-	local -a vars=()
+	local -a vars=("TIERALLOC_SHM_NAME=$SEG-$name")
 	while [[ $# -gt 0 && $1 != -- ]]; do
 		vars+=("$1")
 		shift
@@ -122,6 +127,34 @@ fi
 run two TIERALLOC_BOGUS=1 TIERALLOC_CHARGE_BATCH=4Q --
 [[ $(grep -c '^tieralloc: warning: ' two.err) == 2 ]] ||
 	{ show two; ta_fail "two bad values should give two warnings"; }
+
+# --- one warning per cgroup: its processes share the segment, which remembers the line ---
+echo "== five processes of one segment, one bad value"
+for i in 1 2 3 4 5; do
+	run "shared$i" TIERALLOC_SHM_NAME=$SEG-shared TIERALLOC_CHARGE_BATCH=4Q --
+	[[ $rc == 0 ]] && cmp -s plain.out "shared$i.out" ||
+		{ show "shared$i"; ta_fail "process $i of a shared segment: status $rc or other output"; }
+done
+said=$(cat shared[1-5].err | grep -c '^tieralloc: warning: TIERALLOC_CHARGE_BATCH="4Q"' || true)
+[[ $said == 1 && $(cat shared[1-5].err | wc -l) == 1 ]] ||
+	{ cat shared[1-5].err >&2; ta_fail "five processes of one segment: $said warnings, expected 1"; }
+run shared6 TIERALLOC_SHM_NAME=$SEG-shared TIERALLOC_CHARGE_BATCH=5Q --
+grep -q 'TIERALLOC_CHARGE_BATCH="5Q"' shared6.err ||
+	{ show shared6; ta_fail "another bad value in the same segment was not said"; }
+echo "== without a segment, each process says it"
+for i in 1 2 3; do
+	run "own$i" TIERALLOC_SHM_NAME=off TIERALLOC_CHARGE_BATCH=4Q --
+done
+said=$(cat own[1-3].err | grep -c '^tieralloc: warning: TIERALLOC_CHARGE_BATCH="4Q"' || true)
+[[ $said == 3 ]] || { cat own[1-3].err >&2; ta_fail "TIERALLOC_SHM_NAME=off: $said warnings of 3"; }
+echo "== TIERALLOC_STRICT=1 in a segment that said it: said again, and fatal"
+run shared-strict TIERALLOC_SHM_NAME=$SEG-shared TIERALLOC_STRICT=1 TIERALLOC_CHARGE_BATCH=4Q -- \
+	8M 4K --pid
+if [[ $rc == 0 || -s shared-strict.out ]] || ! grep -q 'TIERALLOC_CHARGE_BATCH="4Q"' shared-strict.err ||
+	! grep -q '^tieralloc: error: ' shared-strict.err; then
+	show shared-strict
+	ta_fail "TIERALLOC_STRICT=1: status $rc; expected the warning, an error line and an exit"
+fi
 
 # --- TIERALLOC_STRICT=1 ---
 for kv in TIERALLOC_CHARGE_BATCH=4Q TIERALLOC_BOGUS=1 "TIERALLOC_TIERS=0;9" \

@@ -5,7 +5,7 @@ unit_tests = \
 	tests/unit/test_env tests/unit/test_topo tests/unit/test_sizeclass tests/unit/test_tcache tests/unit/test_boot \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
-	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_locks tests/unit/test_decay tests/unit/test_stress \
+	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_stress \
 	tests/unit/test_access
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
@@ -53,6 +53,10 @@ tests_unit_test_limits_SOURCES = tests/unit/test_limits.c tests/lib/test.h
 tests_unit_test_limits_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_limits_CFLAGS = $(unit_cflags)
 tests_unit_test_limits_LDADD = $(unit_ldadd)
+tests_unit_test_said_SOURCES = tests/unit/test_said.c tests/lib/test.h
+tests_unit_test_said_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_said_CFLAGS = $(unit_cflags)
+tests_unit_test_said_LDADD = $(unit_ldadd)
 
 tests_unit_test_locks_SOURCES = tests/unit/test_locks.c tests/lib/test.h
 tests_unit_test_locks_CPPFLAGS = $(unit_cppflags)
