@@ -8,7 +8,7 @@
  * workers, which then gate and demote at once.
  *
  *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
- *              [--btf PATH] [-h|--help]
+ *              [--btf PATH] [-h|--help] [--version]
  *
  * main() is parse (getopt_long), load_attach, run and cleanup, the one way out.
  *
@@ -194,7 +194,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
-		"[--stats] [--btf PATH] [-h|--help]\n"
+		"[--stats] [--btf PATH] [-h|--help] [--version]\n"
 		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
 		"                at least 0.05)\n"
 		"  --rescan S    look for new segments every S seconds (default 2), and at\n"
@@ -202,7 +202,8 @@ static void usage(FILE *f)
 		"  --print       print them each time, and the segments found and alarms raised\n"
 		"  --stats       print the programs' run count and time too (BPF stats)\n"
 		"  --once        attach, wait one interval, print, detach and exit\n"
-		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n");
+		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
+		"  --version     print \"tierallocd VERSION\" and exit\n");
 }
 
 struct options {
@@ -231,6 +232,7 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "once", no_argument, NULL, 'o' },
 		{ "btf", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .interval = 0.25, .rescan = 2, .btf = "/sys/kernel/btf/vmlinux" };
@@ -263,6 +265,9 @@ static int parse(int argc, char **argv, struct options *o)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V': /* long only: PACKAGE_VERSION is configure's, from the VERSION file */
+			printf("tierallocd %s\n", PACKAGE_VERSION);
 			return 0;
 		default: {
 			const char *needs = NULL;

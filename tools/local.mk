@@ -4,7 +4,8 @@ CLEANFILES += tools/tieralloc-run
 EXTRA_DIST += tools/tieralloc-run.in
 tools/tieralloc-run: $(top_srcdir)/tools/tieralloc-run.in Makefile
 	$(AM_V_GEN)mkdir -p tools && sed -e 's|@libdir[@]|$(libdir)|g' \
-		-e 's|@libexecdir[@]|$(libexecdir)|g' $(top_srcdir)/tools/tieralloc-run.in > $@ && chmod +x $@
+		-e 's|@libexecdir[@]|$(libexecdir)|g' -e 's|@VERSION[@]|$(PACKAGE_VERSION)|g' \
+		$(top_srcdir)/tools/tieralloc-run.in > $@ && chmod +x $@
 
 tieralloc_demodir = $(libexecdir)/tieralloc
 tieralloc_demo_PROGRAMS = tools/tieralloc-demo

@@ -1,0 +1,7 @@
+# The installed programs as a user meets them: --version on each (test_version.sh). The list
+# comes from the install variables, so a program added to them is checked too.
+EXTRA_DIST += tests/tools/test_version.sh
+TESTS += tests/tools/test_version.sh
+AM_TESTS_ENVIRONMENT += \
+	export TA_TEST_PROGRAMS='$(bin_PROGRAMS) $(bin_SCRIPTS) $(sbin_PROGRAMS)'; \
+	export TA_TEST_VERSION='$(PACKAGE_VERSION)';
