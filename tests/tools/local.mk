@@ -5,3 +5,10 @@ TESTS += tests/tools/test_version.sh
 AM_TESTS_ENVIRONMENT += \
 	export TA_TEST_PROGRAMS='$(bin_PROGRAMS) $(bin_SCRIPTS) $(sbin_PROGRAMS)'; \
 	export TA_TEST_VERSION='$(PACKAGE_VERSION)';
+# make install into a temporary DESTDIR (test_install.sh): the man pages, the docs, and what the
+# systemd unit's Documentation= names.
+EXTRA_DIST += tests/tools/test_install.sh
+TESTS += tests/tools/test_install.sh
+AM_TESTS_ENVIRONMENT += \
+	export TA_TEST_MAKE='$(MAKE)' TA_TEST_MANDIR='$(mandir)' TA_TEST_DOCDIR='$(docdir)'; \
+	export TA_TEST_MANS='$(dist_man_MANS) $(man_MANS)' TA_TEST_UNITDIR='$(systemdunitdir)';
