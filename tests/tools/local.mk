@@ -12,3 +12,6 @@ TESTS += tests/tools/test_install.sh
 AM_TESTS_ENVIRONMENT += \
 	export TA_TEST_MAKE='$(MAKE)' TA_TEST_MANDIR='$(mandir)' TA_TEST_DOCDIR='$(docdir)'; \
 	export TA_TEST_MANS='$(dist_man_MANS) $(man_MANS)' TA_TEST_UNITDIR='$(systemdunitdir)';
+# tieralloc-run (test_run.sh): exit statuses, death by a signal, usage errors, the summary.
+EXTRA_DIST += tests/tools/test_run.sh
+TESTS += tests/tools/test_run.sh
