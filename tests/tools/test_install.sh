@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # make install into a DESTDIR: the manual pages are where man looks for them, the README and the
 # design notes are under docdir, and every file: and man: page the systemd unit's Documentation=
-# names is installed (the unit is installed with the agent only). The directories come from
+# names is installed (the unit is installed with the agent only); the README's linking example
+# compiles and runs against what was installed. The directories come from
 # tests/tools/local.mk, as configure set them.
 set -euo pipefail
 : "${TA_TEST_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -40,6 +41,24 @@ for doc in README.md DESIGN-NOTES.md; do
 	[[ -s $dest$TA_TEST_DOCDIR/$doc ]] || fail "$doc is not installed in $TA_TEST_DOCDIR"
 done
 echo "docs installed in $TA_TEST_DOCDIR: README.md DESIGN-NOTES.md"
+
+# The README's example of linking libtieralloc, as written, against the installed header, library
+# and pkg-config file (the build's sanitizer flags added: a sanitized library needs its runtime).
+if command -v pkg-config >/dev/null && [[ -n ${TA_TEST_LIBDIR:-} ]]; then
+	sed -n '/^## Linking libtieralloc directly/,/^## /p' "$TA_TEST_SRCDIR/README.md" |
+		sed -n '/^```c$/,/^```$/p' | sed '1d;$d' >"$dest/app.c"
+	grep -q 'int main' "$dest/app.c" || fail "no complete program in the README's linking example"
+	pc=$dest$TA_TEST_LIBDIR/pkgconfig
+	# shellcheck disable=SC2086 # the flags are words
+	${TA_TEST_CC:-cc} ${TA_TEST_SAN_CFLAGS:-} "$dest/app.c" \
+		$(PKG_CONFIG_SYSROOT_DIR=$dest PKG_CONFIG_LIBDIR=$pc pkg-config --cflags --libs tieralloc) \
+		-o "$dest/app" || fail "the README's linking example does not compile"
+	out=$(LD_LIBRARY_PATH=$dest$TA_TEST_LIBDIR "$dest/app") || fail "the README's example failed"
+	echo "README's example: $out"
+	[[ $out == *" tier(s); 4 KiB in tier "[0-9]* ]] || fail "the README's example printed \"$out\""
+else
+	echo "no pkg-config: the README's linking example is not checked"
+fi
 
 if [[ -z ${TA_TEST_UNITDIR:-} ]]; then
 	echo "the agent is not built: no systemd unit to check"
