@@ -12,10 +12,12 @@ agent_tierallocd_CFLAGS = $(AM_CFLAGS) $(LIBBPF_CFLAGS)
 agent_tierallocd_LDADD = $(LIBBPF_LIBS)
 CLEANFILES += agent/tierallocd.service
 
-# The systemd unit, with the installed path of the agent.
+# The systemd unit, with the installed paths of the agent and of the README its Documentation=
+# names (installed by Makefile.am's dist_doc_DATA; tests/tools/test_install.sh checks both).
 systemdunitdir = $(prefix)/lib/systemd/system
 systemdunit_DATA = agent/tierallocd.service
-agent/tierallocd.service: $(top_srcdir)/agent/tierallocd.service.in
+agent/tierallocd.service: $(top_srcdir)/agent/tierallocd.service.in Makefile
 	@$(MKDIR_P) agent
-	$(AM_V_GEN)sed 's|@sbindir[@]|$(sbindir)|g' $< >$@
+	$(AM_V_GEN)sed -e 's|@sbindir[@]|$(sbindir)|g' -e 's|@docdir[@]|$(docdir)|g' \
+		$(top_srcdir)/agent/tierallocd.service.in >$@
 endif

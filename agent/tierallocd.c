@@ -8,7 +8,7 @@
  * workers, which then gate and demote at once.
  *
  *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
- *              [--btf PATH] [-h|--help]
+ *              [--btf PATH] [-h|--help] [--version]
  *
  * main() is parse (getopt_long), load_attach, run and cleanup, the one way out.
  *
@@ -17,6 +17,7 @@
  * The allocator never depends on it.
  */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -194,7 +195,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
-		"[--stats] [--btf PATH] [-h|--help]\n"
+		"[--stats] [--btf PATH] [-h|--help] [--version]\n"
 		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
 		"                at least 0.05)\n"
 		"  --rescan S    look for new segments every S seconds (default 2), and at\n"
@@ -202,7 +203,8 @@ static void usage(FILE *f)
 		"  --print       print them each time, and the segments found and alarms raised\n"
 		"  --stats       print the programs' run count and time too (BPF stats)\n"
 		"  --once        attach, wait one interval, print, detach and exit\n"
-		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n");
+		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
+		"  --version     print \"tierallocd VERSION\" and exit\n");
 }
 
 struct options {
@@ -223,55 +225,74 @@ static double seconds(const char *arg)
  * with a line saying which). */
 static int parse(int argc, char **argv, struct options *o)
 {
+	/* Long-only options have values above any character, so that getopt's optopt tells a
+	 * long option missing its value (optopt is its value) from an unknown short one (optopt is
+	 * the character) and from an unknown long one (optopt is 0). */
+	enum {
+		OPT_INTERVAL = 256,
+		OPT_RESCAN,
+		OPT_PRINT,
+		OPT_STATS,
+		OPT_ONCE,
+		OPT_BTF,
+		OPT_VERSION
+	};
 	static const struct option longopts[] = {
-		{ "interval", required_argument, NULL, 'i' },
-		{ "rescan", required_argument, NULL, 'r' },
-		{ "print", no_argument, NULL, 'p' },
-		{ "stats", no_argument, NULL, 's' },
-		{ "once", no_argument, NULL, 'o' },
-		{ "btf", required_argument, NULL, 'b' },
+		{ "interval", required_argument, NULL, OPT_INTERVAL },
+		{ "rescan", required_argument, NULL, OPT_RESCAN },
+		{ "print", no_argument, NULL, OPT_PRINT },
+		{ "stats", no_argument, NULL, OPT_STATS },
+		{ "once", no_argument, NULL, OPT_ONCE },
+		{ "btf", required_argument, NULL, OPT_BTF },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .interval = 0.25, .rescan = 2, .btf = "/sys/kernel/btf/vmlinux" };
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
 		switch (c) {
-		case 'i':
-		case 'r': {
+		case OPT_INTERVAL:
+		case OPT_RESCAN: {
 			double v = seconds(optarg);
 			if (v < 0) {
 				fprintf(stderr,
 					"tierallocd: bad --%s \"%s\" (seconds, 0.05 to 3600)\n",
-					c == 'i' ? "interval" : "rescan", optarg);
+					c == OPT_INTERVAL ? "interval" : "rescan", optarg);
 				return 2;
 			}
-			*(c == 'i' ? &o->interval : &o->rescan) = v;
+			*(c == OPT_INTERVAL ? &o->interval : &o->rescan) = v;
 			break;
 		}
-		case 'p':
+		case OPT_PRINT:
 			o->print = true;
 			break;
-		case 's':
+		case OPT_STATS:
 			o->stats = true;
 			break;
-		case 'o':
+		case OPT_ONCE:
 			o->once = o->print = true;
 			break;
-		case 'b':
+		case OPT_BTF:
 			o->btf = optarg;
 			break;
 		case 'h':
 			usage(stdout);
 			return 0;
+		case OPT_VERSION:
+			/* PACKAGE_VERSION is configure's, from the VERSION file. */
+			printf("tierallocd %s\n", PACKAGE_VERSION);
+			return 0;
 		default: {
-			const char *needs = NULL;
+			const struct option *named = NULL;
 			for (const struct option *l = longopts; l->name != NULL; l++)
-				if (optopt != 0 && l->val == optopt && l->has_arg)
-					needs = l->name;
-			if (needs != NULL)
-				fprintf(stderr, "tierallocd: --%s needs a value\n", needs);
-			else if (optopt != 0)
+				if (optopt > UCHAR_MAX && l->val == optopt)
+					named = l;
+			if (named != NULL && named->has_arg)
+				fprintf(stderr, "tierallocd: --%s needs a value\n", named->name);
+			else if (named != NULL) /* --print=x */
+				fprintf(stderr, "tierallocd: --%s takes no value\n", named->name);
+			else if (optopt != 0 && optopt <= UCHAR_MAX)
 				fprintf(stderr, "tierallocd: unknown option -%c\n", optopt);
 			else
 				fprintf(stderr, "tierallocd: unknown option %s\n",

@@ -4,6 +4,8 @@ include tests/integration/local.mk
 include tests/guest/local.mk
 include tests/quota/local.mk
 include tests/bpf/local.mk
+include tests/tools/local.mk
+include tests/man/local.mk
 
 # The layers of src/: the include rule (tests/check-layers.sh).
 TESTS += tests/check-layers.sh

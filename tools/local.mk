@@ -1,10 +1,10 @@
 # tieralloc-run (the wrapper users start programs with) and its built-in workload.
-bin_SCRIPTS += tools/tieralloc-run
-CLEANFILES += tools/tieralloc-run
-EXTRA_DIST += tools/tieralloc-run.in
-tools/tieralloc-run: $(top_srcdir)/tools/tieralloc-run.in Makefile
-	$(AM_V_GEN)mkdir -p tools && sed -e 's|@libdir[@]|$(libdir)|g' \
-		-e 's|@libexecdir[@]|$(libexecdir)|g' $(top_srcdir)/tools/tieralloc-run.in > $@ && chmod +x $@
+# A program, not a script: it passes the command's death by a signal on as its own, and needs no
+# bash or awk. It finds the installed preload library and demo by these paths.
+bin_PROGRAMS += tools/tieralloc-run
+tools_tieralloc_run_SOURCES = tools/tieralloc-run.c
+tools_tieralloc_run_CPPFLAGS = $(AM_CPPFLAGS) -DTA_LIBDIR='"$(libdir)"' \
+	-DTA_LIBEXECDIR='"$(libexecdir)"'
 
 tieralloc_demodir = $(libexecdir)/tieralloc
 tieralloc_demo_PROGRAMS = tools/tieralloc-demo

@@ -685,21 +685,22 @@ static bool show_all(const char *only, bool json)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tieralloc-stat [--json] [--watch SECONDS] [--name SEGMENT]\n"
+	fprintf(f, "usage: tieralloc-stat [--json] [--watch SECONDS] [--name SEGMENT] [--version]\n"
 		   "  Shows the per-cgroup, per-tier quotas of tieralloc processes (segments in "
 		   "/dev/shm).\n"
 		   "  --json          one JSON document instead of the table\n"
 		   "  --watch N       redraw the table every N seconds (Ctrl-C to stop)\n"
-		   "  --name SEGMENT  only this segment (e.g. /tieralloc-v1-cg123-t1a2b3c4d)\n");
+		   "  --name SEGMENT  only this segment (e.g. /tieralloc-v1-cg123-t1a2b3c4d)\n"
+		   "  --version       print \"tieralloc-stat VERSION\" and exit\n");
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option longopts[] = { { "json", no_argument, NULL, 'j' },
-						  { "watch", required_argument, NULL, 'w' },
-						  { "name", required_argument, NULL, 'n' },
-						  { "help", no_argument, NULL, 'h' },
-						  { NULL, 0, NULL, 0 } };
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },	  { "watch", required_argument, NULL, 'w' },
+		{ "name", required_argument, NULL, 'n' }, { "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },	  { NULL, 0, NULL, 0 },
+	};
 	bool json = false;
 	unsigned watch = 0;
 	const char *only = NULL;
@@ -724,6 +725,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V': /* long only: PACKAGE_VERSION is configure's, from the VERSION file */
+			printf("tieralloc-stat %s\n", PACKAGE_VERSION);
 			return 0;
 		default:
 			usage(stderr);

@@ -14,6 +14,39 @@ set -euo pipefail
 AGENT=$TA_TEST_BUILDDIR/agent/tierallocd
 [[ -x $AGENT ]] || ta_skip "tierallocd not built (configure found no clang, bpftool or libbpf)"
 
+# The options first: they are parsed before anything needs root, BTF or BPF.
+echo "== options"
+rc=0
+"$AGENT" --interval 0 >/dev/null 2>&1 || rc=$?
+[[ $rc == 2 ]] || ta_fail "--interval 0: exit status $rc, want 2"
+rc=0
+"$AGENT" --rescan 0 >/dev/null 2>&1 || rc=$?
+[[ $rc == 2 ]] || ta_fail "--rescan 0: exit status $rc, want 2"
+# getopt_long: -h and --help alike, the usage on stdout and nothing on stderr.
+for help in -h --help; do
+	rc=0
+	"$AGENT" $help >"$TA_WORK/help.out" 2>"$TA_WORK/help.err" || rc=$?
+	[[ $rc == 0 ]] && grep -q '^usage: tierallocd' "$TA_WORK/help.out" ||
+		ta_fail "$help: exit status $rc or no usage on stdout"
+	[[ ! -s $TA_WORK/help.err ]] || ta_fail "$help: wrote to stderr"
+done
+# A usage error: exit 2, nothing on stdout, exactly one line saying what was wrong, then the
+# usage, on stderr. -i is no short option (only --interval is).
+for bad in "--nosuch:unknown option --nosuch" "-x:unknown option -x" "-i:unknown option -i" \
+	"--interval:--interval needs a value" "--btf:--btf needs a value" \
+	"--print=1:--print takes no value" "extra:unexpected argument \"extra\""; do
+	rc=0
+	"$AGENT" ${bad%%:*} >"$TA_WORK/bad.out" 2>"$TA_WORK/bad.err" || rc=$?
+	[[ $rc == 2 ]] || ta_fail "${bad%%:*}: exit status $rc, want 2"
+	[[ $(head -1 "$TA_WORK/bad.err") == "tierallocd: ${bad#*:}" ]] ||
+		ta_fail "${bad%%:*}: first line \"$(head -1 "$TA_WORK/bad.err")\", want \"${bad#*:}\""
+	[[ $(sed -n 2p "$TA_WORK/bad.err") == "usage: tierallocd "* ]] ||
+		ta_fail "${bad%%:*}: the usage does not follow the error line"
+	[[ $(grep -c '^tierallocd: ' "$TA_WORK/bad.err") == 1 ]] ||
+		ta_fail "${bad%%:*}: more than one error line"
+	[[ ! -s $TA_WORK/bad.out ]] || ta_fail "${bad%%:*}: wrote to stdout"
+done
+
 echo "== without root"
 if command -v setpriv >/dev/null && [[ $(id -u) == 0 ]]; then
 	rc=0
@@ -38,29 +71,6 @@ rc=0
 cat "$TA_WORK/nobtf.err"
 [[ $rc == 1 ]] || ta_fail "without BTF: exit status $rc, want 1"
 grep -q "no kernel BTF" "$TA_WORK/nobtf.err" || ta_fail "without BTF: no clear message"
-
-echo "== bad option"
-rc=0
-"$AGENT" --interval 0 >/dev/null 2>&1 || rc=$?
-[[ $rc == 2 ]] || ta_fail "--interval 0: exit status $rc, want 2"
-rc=0
-"$AGENT" --rescan 0 >/dev/null 2>&1 || rc=$?
-[[ $rc == 2 ]] || ta_fail "--rescan 0: exit status $rc, want 2"
-# getopt_long: -h and --help alike, a line saying what was wrong before the usage.
-for help in -h --help; do
-	rc=0
-	"$AGENT" $help >"$TA_WORK/help.out" 2>&1 || rc=$?
-	[[ $rc == 0 ]] && grep -q '^usage: tierallocd' "$TA_WORK/help.out" ||
-		ta_fail "$help: exit status $rc or no usage"
-done
-for bad in "--nosuch:unknown option --nosuch" "-x:unknown option -x" \
-	"--interval:--interval needs a value" "extra:unexpected argument"; do
-	rc=0
-	"$AGENT" ${bad%%:*} >/dev/null 2>"$TA_WORK/bad.err" || rc=$?
-	[[ $rc == 2 ]] || ta_fail "${bad%%:*}: exit status $rc, want 2"
-	[[ $(head -1 "$TA_WORK/bad.err") == "tierallocd: ${bad#*:}"* ]] ||
-		ta_fail "${bad%%:*}: first line \"$(head -1 "$TA_WORK/bad.err")\", want \"${bad#*:}\""
-done
 
 STAT=$TA_TEST_BUILDDIR/tools/tieralloc-stat
 SEG=/tieralloc-v1-agenttest-$$

@@ -1,0 +1,18 @@
+# The installed programs as a user meets them: --version on each (test_version.sh). The list
+# comes from the install variables, so a program added to them is checked too.
+EXTRA_DIST += tests/tools/test_version.sh
+TESTS += tests/tools/test_version.sh
+AM_TESTS_ENVIRONMENT += \
+	export TA_TEST_PROGRAMS='$(bin_PROGRAMS) $(bin_SCRIPTS) $(sbin_PROGRAMS)'; \
+	export TA_TEST_VERSION='$(PACKAGE_VERSION)';
+# make install into a temporary DESTDIR (test_install.sh): the man pages, the docs, and what the
+# systemd unit's Documentation= names.
+EXTRA_DIST += tests/tools/test_install.sh
+TESTS += tests/tools/test_install.sh
+AM_TESTS_ENVIRONMENT += \
+	export TA_TEST_MAKE='$(MAKE)' TA_TEST_MANDIR='$(mandir)' TA_TEST_DOCDIR='$(docdir)'; \
+	export TA_TEST_MANS='$(dist_man_MANS) $(man_MANS)' TA_TEST_UNITDIR='$(systemdunitdir)'; \
+	export TA_TEST_LIBDIR='$(libdir)' TA_TEST_CC='$(CC)' TA_TEST_SAN_CFLAGS='$(SAN_CFLAGS)';
+# tieralloc-run (test_run.sh): exit statuses, death by a signal, usage errors, the summary.
+EXTRA_DIST += tests/tools/test_run.sh
+TESTS += tests/tools/test_run.sh
