@@ -234,32 +234,53 @@ __attribute__((noinline)) static void *alloc_impl(size_t size, size_t align, int
 	return p;
 }
 
+/*
+ * The fast paths run with in_slow set, as the slow paths do: a signal handler's free that lands in
+ * one is deferred (small_free_slow) and done at the path's end. Otherwise the handler's free could
+ * find the bin full and flush half of it to the central bin, and the interrupted path would then
+ * hand out a slot it had read before the flush (its object now free in its run) or restore a count
+ * over flushed slots: one object with two owners (prog_signal's "corrupt at 0"). The compiler
+ * fences keep the bin's accesses between the flag's two stores.
+ */
+/* The end of a fast path that saw a deferred free: a tail call, so that the fast path keeps no
+ * frame of its own. */
+__attribute__((noinline)) static void *drain_then(struct ta_tcache *tc, void *p)
+{
+	ta_tcache_drain_deferred(tc);
+	return p;
+}
+
 void *ta_malloc(size_t size)
 {
 	struct ta_tcache *tc = ta_tls;
-	if (likely(tc != NULL && size <= TA_SMALL_MAX)) {
+	if (likely(tc != NULL && size <= TA_SMALL_MAX && !tc->in_slow)) {
 		unsigned cls = ta_size_class(size);
 		unsigned t = tc->pref_tier;
 		struct ta_bin *bin = &tc->bins[t][cls];
-		/* count is read once and written once, from that one read: a signal handler's free
-		 * between the two pushes onto this bin, and a decrement in memory would leave the
-		 * object we hand out in the cache, to be handed out again (prog_signal caught a
-		 * compiler doing that). This way the handler's push is lost: a leak of one object,
-		 * never two owners. */
+		tc->in_slow = 1;
+		atomic_signal_fence(memory_order_seq_cst);
 		unsigned n = __atomic_load_n(&bin->count, __ATOMIC_RELAXED);
 		if (likely(n - 1u < bin->cap)) {
 			void *p = bin->slots[n - 1];
 			/* Still in this tier? Its chunk may have been demoted (slow path). */
-			if (unlikely(__atomic_load_n(&ta_chunk_map[(uintptr_t)p >> TA_CHUNK_SHIFT],
-						     __ATOMIC_RELAXED) != t + 1))
-				return alloc_impl(size, 16, -1, false);
-			__atomic_store_n(&bin->count, (uint16_t)(n - 1), __ATOMIC_RELAXED);
-			int64_t live = tc->live[t] + (int64_t)ta_class_size[cls];
-			__atomic_store_n(&tc->live[t], live, __ATOMIC_RELAXED);
-			uint64_t *c = &tc->cnt[t][tc->pref_slot];
-			__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
-			return p;
+			if (likely(__atomic_load_n(&ta_chunk_map[(uintptr_t)p >> TA_CHUNK_SHIFT],
+						   __ATOMIC_RELAXED) == t + 1)) {
+				__atomic_store_n(&bin->count, (uint16_t)(n - 1), __ATOMIC_RELAXED);
+				int64_t live = tc->live[t] + (int64_t)ta_class_size[cls];
+				__atomic_store_n(&tc->live[t], live, __ATOMIC_RELAXED);
+				uint64_t *c = &tc->cnt[t][tc->pref_slot];
+				__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
+				atomic_signal_fence(memory_order_seq_cst);
+				tc->in_slow = 0;
+				if (unlikely(atomic_load_explicit(&tc->deferred,
+								  memory_order_relaxed) != NULL))
+					return drain_then(tc, p);
+				return p;
+			}
 		}
+		/* A deferred free waits for the slow path's end (ta_tcache_finish_slow). */
+		atomic_signal_fence(memory_order_seq_cst);
+		tc->in_slow = 0;
 	}
 	return alloc_impl(size, 16, -1, false);
 }
@@ -289,15 +310,20 @@ void ta_free(void *p)
 		unsigned cls = ta_chunk_class_of(p);
 		if (likely(tc != NULL && !tc->in_slow)) {
 			struct ta_bin *bin = &tc->bins[t][cls];
-			unsigned n =
-			    __atomic_load_n(&bin->count, __ATOMIC_RELAXED); /* as in malloc */
+			tc->in_slow = 1; /* as in malloc */
+			atomic_signal_fence(memory_order_seq_cst);
+			unsigned n = __atomic_load_n(&bin->count, __ATOMIC_RELAXED);
 			if (likely(n < bin->cap)) {
 				bin->slots[n] = p;
 				__atomic_store_n(&bin->count, (uint16_t)(n + 1), __ATOMIC_RELAXED);
 				int64_t live = tc->live[t] - (int64_t)ta_class_size[cls];
 				__atomic_store_n(&tc->live[t], live, __ATOMIC_RELAXED);
+				atomic_signal_fence(memory_order_seq_cst);
+				ta_tcache_finish_slow(tc);
 				return;
 			}
+			atomic_signal_fence(memory_order_seq_cst);
+			tc->in_slow = 0; /* the slow path drains what was deferred */
 		}
 		small_free_slow(tc, t, cls, p);
 		return;
