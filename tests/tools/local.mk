@@ -13,6 +13,9 @@ AM_TESTS_ENVIRONMENT += \
 	export TA_TEST_MAKE='$(MAKE)' TA_TEST_MANDIR='$(mandir)' TA_TEST_DOCDIR='$(docdir)'; \
 	export TA_TEST_MANS='$(dist_man_MANS) $(man_MANS)' TA_TEST_UNITDIR='$(systemdunitdir)'; \
 	export TA_TEST_LIBDIR='$(libdir)' TA_TEST_CC='$(CC)' TA_TEST_SAN_CFLAGS='$(SAN_CFLAGS)';
-# tieralloc-run (test_run.sh): exit statuses, death by a signal, usage errors, the summary.
+# tieralloc-run (test_run.sh): exit statuses, death by a signal, usage errors, the summary. Not in
+# a sanitized build: its preload cannot be loaded into the uninstrumented programs it runs.
 EXTRA_DIST += tests/tools/test_run.sh
+if !SANITIZED
 TESTS += tests/tools/test_run.sh
+endif
