@@ -13,11 +13,14 @@ apt-get update -q
 # the agent (bpf/): clang for the BPF program, bpftool for vmlinux.h and the skeleton, libbpf
 # tests: the real programs the integration tests run, clang-format for the style check, groff and
 # man-db to render the manual pages with warnings on (tests/man/)
+# packages: debhelper, dpkg-dev and devscripts build the .debs from debian/ (tests/pkg/), fakeroot
+# for debian/rules binary; systemd's systemd-analyze rates the agent's unit (tests/tools/)
 apt-get install -y -q --no-install-recommends \
 	build-essential autoconf automake libtool pkg-config \
 	libmemkind-dev libnuma-dev numactl libjemalloc-dev libjemalloc2 \
 	clang bpftool libbpf-dev \
-	git sqlite3 perl python3 g++ clang-format gdb ca-certificates groff-base man-db
+	git sqlite3 perl python3 g++ clang-format gdb ca-certificates groff-base man-db \
+	debhelper dpkg-dev devscripts fakeroot systemd
 # guest: QEMU (TCG), busybox for the initramfs, cpio; the Debian kernels (6.1 and 6.12) are fetched
 # on first use
 "$(dirname "${BASH_SOURCE[0]}")/vm/install-deps.sh"

@@ -6,6 +6,7 @@ include tests/quota/local.mk
 include tests/bpf/local.mk
 include tests/tools/local.mk
 include tests/man/local.mk
+include tests/pkg/local.mk
 
 # The layers of src/: the include rule (tests/check-layers.sh).
 TESTS += tests/check-layers.sh
