@@ -16,3 +16,6 @@ AM_TESTS_ENVIRONMENT += \
 # tieralloc-run (test_run.sh): exit statuses, death by a signal, usage errors, the summary.
 EXTRA_DIST += tests/tools/test_run.sh
 TESTS += tests/tools/test_run.sh
+# tieralloc-stat --prometheus on a live segment, checked by promtool (test_stat_prometheus.sh).
+EXTRA_DIST += tests/tools/test_stat_prometheus.sh
+TESTS += tests/tools/test_stat_prometheus.sh
