@@ -153,6 +153,22 @@ static void label_value(FILE *f, const char *str)
 	}
 }
 
+/* A node mask as a list of ranges, "0-1,3". */
+static void node_list(FILE *f, uint64_t mask)
+{
+	bool first = true;
+	for (unsigned a = 0; a < 64; a++) {
+		if (!(mask & (1ull << a)))
+			continue;
+		unsigned b = a;
+		while (b + 1 < 64 && (mask & (1ull << (b + 1))))
+			b++;
+		fprintf(f, b == a ? "%s%u" : "%s%u-%u", first ? "" : ",", a, b);
+		first = false;
+		a = b;
+	}
+}
+
 static void segment_labels(FILE *f, const struct ta_prom_segment *s)
 {
 	fputs("cgroup=\"", f);
@@ -219,7 +235,7 @@ int ta_prom_write(FILE *f, const struct ta_prom_segment *segs, unsigned n)
 				fprintf(f, ",tier=\"%u\",tier_name=\"", t);
 				label_value(f, s->tier[t].name);
 				fputs("\",nodes=\"", f);
-				label_value(f, s->tier[t].nodes);
+				node_list(f, s->tier[t].nodes);
 				if (tm->format == LIMIT && v == TA_SHM_UNLIMITED)
 					fputs("\"} +Inf\n", f);
 				else if (tm->format == PPM)

@@ -17,8 +17,8 @@
 
 /* One tier of a segment, as read. A value that is not available is left out of the output. */
 struct ta_prom_tier {
-	char name[33]; /* bounded by the record's field and terminated */
-	char nodes[64];
+	char name[33];		    /* bounded by the record's field and terminated */
+	uint64_t nodes;		    /* NUMA node mask, printed as a list ("0-1,3") */
 	uint64_t limit[TA_NLIMITS]; /* TA_SHM_UNLIMITED: none (+Inf) */
 	uint64_t capacity, charged, peak;
 	uint32_t share_ppm;

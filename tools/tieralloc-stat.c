@@ -663,7 +663,7 @@ static void snapshot(struct seg *s, struct ta_prom_segment *p)
 		const struct ta_shm_tier *r = tier_rec(s, t);
 		struct ta_prom_tier *pt = &p->tier[t];
 		snprintf(pt->name, sizeof(pt->name), "%s", tier_name(s, t));
-		ta_nodelist_format(ld(&r->nodes), pt->nodes, sizeof(pt->nodes));
+		pt->nodes = ld(&r->nodes);
 		for (unsigned k = 0; k < TA_NLIMITS; k++)
 			pt->limit[k] = ld(&r->limit[k]);
 		pt->capacity = ld(&r->capacity);
