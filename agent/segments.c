@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "prom.h"
 #include "quota/shm.h"
 
 #define MAX_SEGMENT_BYTES (1u << 20)
@@ -765,6 +766,136 @@ unsigned ta_agent_segments_publish(struct ta_agent_segments *set,
 			       only != NULL ? " (alert)" : "");
 	}
 	return written;
+}
+
+/* ---- metrics ---- */
+
+/* Live processes in the segment's slots (pid, and start time when the slot has one, checked in
+ * the /proc of its namespace), and slots of dead ones. Their heat records (the access block) are
+ * summed for the live ones into p's tiers. */
+static void count_slots(struct ta_agent_segments *set, struct segment *s,
+			const struct ta_shm_access *acc, struct ta_prom_segment *p)
+{
+	size_t len = (size_t)s->max_slots * s->slot_size;
+	char *slots = len <= SLOTS_READ_MAX ? malloc(len) : NULL;
+	if (slots == NULL || !read_at(set, s->fd, slots, len, s->slots_off)) {
+		free(slots);
+		return;
+	}
+	for (unsigned i = 0; i < s->max_slots; i++) {
+		const struct ta_shm_slot *slot = (const void *)(slots + (size_t)i * s->slot_size);
+		uint32_t pid = atomic_load(&((struct ta_shm_slot *)slot)->pid);
+		uint64_t want = atomic_load(&((struct ta_shm_slot *)slot)->start_time), start;
+		uid_t uid;
+		if (pid == 0 || pid == UINT32_MAX)
+			continue;
+		if (pid > INT32_MAX || !proc_stat(s->proc, pid, &start, &uid) ||
+		    (want != 0 && start != want)) {
+			p->dead_slots++;
+			continue;
+		}
+		p->processes++;
+		for (unsigned t = 0; acc != NULL && t < p->ntiers; t++) {
+			p->tier[t].hot +=
+			    atomic_load(&((struct ta_shm_access *)acc)->slot[i].hot[t]);
+			p->tier[t].cold +=
+			    atomic_load(&((struct ta_shm_access *)acc)->slot[i].cold[t]);
+		}
+	}
+	free(slots);
+}
+
+/* One kept segment as the exposition shows it, read now: false when it could not be read. */
+static bool snapshot(struct ta_agent_segments *set, struct segment *s, struct ta_prom_segment *p)
+{
+	struct ta_shm_header h;
+	const char *why = NULL;
+	char tiers[TA_SHM_MAX_TIERS * MAX_TIER_SIZE];
+	size_t tiers_len = (size_t)s->ntiers * s->tier_size;
+	/* The header again (its owner may have rewritten it), but the layout taken when it was
+	 * kept: the offsets checked then are the ones used. */
+	if (!read_at(set, s->fd, &h, sizeof(h), 0) || ta_shm_validate(&h, s->size, &why) != 0 ||
+	    !read_at(set, s->fd, tiers, tiers_len, s->tiers_off))
+		return false;
+	memset(p, 0, sizeof(*p));
+	const char *base = strrchr(s->path, '/');
+	snprintf(p->segment, sizeof(p->segment), "%s", base != NULL ? base : s->path);
+	size_t plen = strnlen(h.cgroup_path, sizeof(h.cgroup_path));
+	memcpy(p->cgroup, h.cgroup_path, plen);
+	p->cgroup[plen] = '\0';
+	p->ntiers = s->ntiers;
+	bool enforcement = h.abi_minor >= 1 && s->tier_size >= sizeof(struct ta_shm_tier);
+	for (unsigned t = 0; t < s->ntiers; t++) {
+		struct ta_shm_tier *r = (void *)(tiers + (size_t)t * s->tier_size);
+		struct ta_prom_tier *pt = &p->tier[t];
+		size_t nlen = strnlen(r->name, sizeof(r->name));
+		memcpy(pt->name, r->name, nlen);
+		pt->name[nlen] = '\0';
+		pt->nodes = s->nodes[t];
+		for (unsigned k = 0; k < TA_NLIMITS; k++)
+			pt->limit[k] = atomic_load(&r->limit[k]);
+		pt->capacity = atomic_load(&r->capacity);
+		pt->share_ppm = atomic_load(&r->share_ppm);
+		pt->charged = atomic_load(&r->charged);
+		pt->peak = atomic_load(&r->peak);
+		/* What a process of the cgroup last read of memory.numa_stat (the agent reads no
+		 * cgroup file a segment names). */
+		pt->have_observed = atomic_load(&r->observed_at_ns) != 0;
+		pt->observed = atomic_load(&r->observed);
+		pt->steered_away = atomic_load(&r->steered_away);
+		pt->overflowed = atomic_load(&r->overflowed);
+		pt->exhausted = atomic_load(&r->exhausted);
+		pt->reclaimed = atomic_load(&r->reclaimed);
+		pt->have_enforcement = enforcement;
+		if (enforcement) {
+			pt->untracked = atomic_load(&r->untracked);
+			pt->demoted = atomic_load(&r->demoted);
+			pt->reclaim_asked = atomic_load(&r->reclaim_asked);
+			pt->reclaims = atomic_load(&r->reclaims);
+			pt->gated = atomic_load(&r->gated);
+		}
+		/* The agent's own counts, as it last wrote them. */
+		pt->have_agent = s->have_prev && s->cgroup_id != 0;
+		pt->kernel_promoted = s->prev[t][TA_AGENT_PROMOTED];
+		pt->kernel_demoted = s->prev[t][TA_AGENT_DEMOTED];
+		pt->kernel_moved = s->prev[t][TA_AGENT_MOVED];
+	}
+	/* The access block (ABI minor 3), bounds-checked on this copy of the header. */
+	struct ta_shm_access *acc = NULL;
+	if (ta_shm_access_block(&h, s->size) != NULL) {
+		acc = malloc(sizeof(*acc));
+		if (acc != NULL && !read_at(set, s->fd, acc, sizeof(*acc), h.access_off)) {
+			free(acc);
+			acc = NULL;
+		}
+	}
+	for (unsigned t = 0; acc != NULL && t < s->ntiers; t++) {
+		p->tier[t].have_access = true;
+		p->tier[t].exchange_promoted = atomic_load(&acc->promoted[t]);
+		p->tier[t].exchange_down = atomic_load(&acc->exchanged_down[t]);
+	}
+	count_slots(set, s, acc, p);
+	free(acc);
+	return true;
+}
+
+int ta_agent_segments_metrics(struct ta_agent_segments *set, FILE *f)
+{
+	unsigned n = 0, cap = set->nkept;
+	struct ta_prom_segment *segs = calloc(cap > 0 ? cap : 1, sizeof(*segs));
+	if (segs == NULL)
+		return -1;
+	for (struct segment *s = set->list; s != NULL && n < cap; s = s->next)
+		if (snapshot(set, s, &segs[n]))
+			n++;
+	int rc = ta_prom_write(f, segs, n);
+	free(segs);
+	fprintf(f,
+		"# HELP tieralloc_agent_segments Segments tierallocd keeps and writes to.\n"
+		"# TYPE tieralloc_agent_segments gauge\n"
+		"tieralloc_agent_segments %u\n",
+		set->nkept);
+	return rc != 0 || ferror(f) ? -1 : 0;
 }
 
 bool ta_agent_segments_has(const struct ta_agent_segments *set, uint64_t cgroup_id)

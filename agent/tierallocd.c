@@ -8,7 +8,12 @@
  * workers, which then gate and demote at once.
  *
  *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
+ *              [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH]
  *              [--btf PATH] [-h|--help] [--version]
+ *
+ * With --metrics it answers GET /metrics with the segments in Prometheus' text format (the same
+ * as tieralloc-stat --prometheus, tools/prom.c) from its own loop (metrics.c); with --textfile
+ * it rewrites that text into PATH every second, for node-exporter's textfile collector.
  *
  * main() is parse (getopt_long), load_attach, run and cleanup, the one way out.
  *
@@ -19,6 +24,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <getopt.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
@@ -195,7 +201,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
-		"[--stats] [--btf PATH] [-h|--help] [--version]\n"
+		"[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
+		"[--btf PATH] [-h|--help] [--version]\n"
 		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
 		"                at least 0.05)\n"
 		"  --rescan S    look for new segments every S seconds (default 2), and at\n"
@@ -203,14 +210,19 @@ static void usage(FILE *f)
 		"  --print       print them each time, and the segments found and alarms raised\n"
 		"  --stats       print the programs' run count and time too (BPF stats)\n"
 		"  --once        attach, wait one interval, print, detach and exit\n"
+		"  --metrics [ADDRESS:]PORT\n"
+		"                serve the segments' metrics (Prometheus' text format) at\n"
+		"                http://ADDRESS:PORT/metrics (ADDRESS 127.0.0.1 if left out)\n"
+		"  --metrics-any allow a --metrics ADDRESS that is not a loopback one\n"
+		"  --textfile PATH  write the same text into PATH every second (atomically)\n"
 		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
 		"  --version     print \"tierallocd VERSION\" and exit\n");
 }
 
 struct options {
 	double interval, rescan; /* seconds */
-	bool print, once, stats;
-	const char *btf;
+	bool print, once, stats, metrics_any;
+	const char *btf, *metrics, *textfile;
 };
 
 /* A positive number of seconds in [0.05, 3600], or a negative one. */
@@ -235,7 +247,10 @@ static int parse(int argc, char **argv, struct options *o)
 		OPT_STATS,
 		OPT_ONCE,
 		OPT_BTF,
-		OPT_VERSION
+		OPT_VERSION,
+		OPT_METRICS,
+		OPT_METRICS_ANY,
+		OPT_TEXTFILE
 	};
 	static const struct option longopts[] = {
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -246,6 +261,9 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "btf", required_argument, NULL, OPT_BTF },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
+		{ "metrics", required_argument, NULL, OPT_METRICS },
+		{ "metrics-any", no_argument, NULL, OPT_METRICS_ANY },
+		{ "textfile", required_argument, NULL, OPT_TEXTFILE },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .interval = 0.25, .rescan = 2, .btf = "/sys/kernel/btf/vmlinux" };
@@ -275,6 +293,19 @@ static int parse(int argc, char **argv, struct options *o)
 			break;
 		case OPT_BTF:
 			o->btf = optarg;
+			break;
+		case OPT_METRICS:
+			o->metrics = optarg;
+			break;
+		case OPT_METRICS_ANY:
+			o->metrics_any = true;
+			break;
+		case OPT_TEXTFILE:
+			if (optarg[0] == '\0') {
+				fprintf(stderr, "tierallocd: --textfile needs a path\n");
+				return 2;
+			}
+			o->textfile = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -307,6 +338,17 @@ static int parse(int argc, char **argv, struct options *o)
 		usage(stderr);
 		return 2;
 	}
+	if (o->metrics_any && o->metrics == NULL) {
+		fprintf(stderr, "tierallocd: --metrics-any without --metrics\n");
+		usage(stderr);
+		return 2;
+	}
+	char err[300];
+	if (o->metrics != NULL && ta_metrics_check(o->metrics, o->metrics_any, err, sizeof(err))) {
+		fprintf(stderr, "tierallocd: %s\n", err);
+		usage(stderr);
+		return 2;
+	}
 	return -1;
 }
 
@@ -319,7 +361,27 @@ struct agent {
 	struct ta_agent_count *counts;
 	struct ring_buffer *alerts;
 	struct alerted alerted;
+	struct ta_metrics_server *metrics;
+	bool textfile_failed; /* said once, until a write works again */
 };
+
+/* The metrics' text (ta_metrics_body): the segments as they are now. */
+static int metrics_text(void *ctx, FILE *f)
+{
+	struct agent *ag = ctx;
+	return ta_agent_segments_metrics(ag->segments, f);
+}
+
+static void write_textfile(const struct options *o, struct agent *ag)
+{
+	if (ta_metrics_textfile(o->textfile, metrics_text, ag) == 0) {
+		ag->textfile_failed = false;
+	} else if (!ag->textfile_failed) {
+		fprintf(stderr, "tierallocd: cannot write --textfile %s (%s)\n", o->textfile,
+			strerror(errno));
+		ag->textfile_failed = true;
+	}
+}
 
 /* Check the privileges and the kernel, load and attach the programs, and make what run() needs:
  * 0, or the exit status (1) with a line saying why. */
@@ -375,8 +437,19 @@ static int load_attach(const struct options *o, struct agent *ag)
 			"tierallocd: no promotion alerts (%s): the workers learn of "
 			"promotions at each interval only\n",
 			strerror(errno));
+	if (o->metrics != NULL) {
+		char err[300];
+		if (ta_metrics_listen(o->metrics, o->metrics_any, &ag->metrics, err, sizeof(err)) !=
+		    0) {
+			fprintf(stderr, "tierallocd: %s\n", err);
+			return 1;
+		}
+	}
 	printf("tierallocd: attached (destination nodes from %s)\n",
 	       ag->exact ? "migrate_pages() arguments" : "the migrating CPU's node");
+	if (ag->metrics != NULL)
+		printf("tierallocd: metrics at http://%s/metrics\n",
+		       ta_metrics_address(ag->metrics));
 	fflush(stdout);
 	return 0;
 }
@@ -391,26 +464,41 @@ static void run(const struct options *o, struct agent *ag)
 	    o->interval >= o->rescan ? 1 : (unsigned)(o->rescan / o->interval + 0.5);
 	uint32_t flags = ag->exact ? TA_SHM_AGENT_EXACT_NODES : 0;
 	uint32_t interval_ms = (uint32_t)(o->interval * 1000 + 0.5);
-	uint64_t last_rescan_ms = 0;
+	uint64_t last_rescan_ms = 0, last_textfile_ms = 0;
 	struct alerted *alerted = &ag->alerted;
+	int ring_fd = ag->alerts != NULL ? ring_buffer__epoll_fd(ag->alerts) : -1;
 	for (unsigned round = 0; !stop; round++) {
 		if (round % rescan_every == 0) {
 			ta_agent_segments_rescan(ag->segments, o->print);
 			last_rescan_ms = monotonic_ms();
 		}
-		/* Wait for the interval, serving promotion alerts meanwhile: the cgroups they
-		 * name get their counts, and perhaps an alarm, at once. */
+		/* Wait for the interval, serving promotion alerts and metrics requests meanwhile:
+		 * the cgroups the alerts name get their counts, and perhaps an alarm, at once. */
 		uint64_t deadline = monotonic_ms() + interval_ms;
 		for (uint64_t now = monotonic_ms(); !stop && now < deadline; now = monotonic_ms()) {
-			if (ag->alerts == NULL) {
-				struct timespec pause = { (time_t)((deadline - now) / 1000),
-							  (long)((deadline - now) % 1000) *
-							      1000000 };
-				nanosleep(&pause, NULL);
-				continue;
+			struct pollfd fds[1 + 1 + 16];
+			unsigned nfds = 0, first_metrics;
+			if (ring_fd >= 0)
+				fds[nfds++] = (struct pollfd){ .fd = ring_fd, .events = POLLIN };
+			first_metrics = nfds;
+			int timeout = (int)(deadline - now);
+			if (ag->metrics != NULL) {
+				nfds += ta_metrics_pollfds(
+				    ag->metrics, fds + nfds,
+				    (unsigned)(sizeof(fds) / sizeof(fds[0])) - nfds);
+				int t = ta_metrics_timeout_ms(ag->metrics, now);
+				if (t >= 0 && t < timeout)
+					timeout = t;
 			}
+			int ready = poll(fds, nfds, timeout);
+			if (ag->metrics != NULL)
+				ta_metrics_serve(ag->metrics, fds + first_metrics,
+						 ready > 0 ? nfds - first_metrics : 0,
+						 monotonic_ms(), metrics_text, ag);
+			if (ring_fd < 0 || ready <= 0 || fds[0].revents == 0)
+				continue;
 			alerted->n = 0;
-			ring_buffer__poll(ag->alerts, (int)(deadline - now));
+			ring_buffer__consume(ag->alerts);
 			bool unknown = false;
 			for (size_t i = 0; i < alerted->n; i++)
 				unknown |= !ta_agent_segments_has(ag->segments, alerted->ids[i]);
@@ -440,6 +528,10 @@ static void run(const struct options *o, struct agent *ag)
 			print_counts(ag->counts, n);
 		if (o->stats)
 			print_prog_stats(ag->skel);
+		if (o->textfile != NULL && monotonic_ms() - last_textfile_ms >= 1000) {
+			write_textfile(o, ag);
+			last_textfile_ms = monotonic_ms();
+		}
 		fflush(stdout);
 		if (o->once)
 			break;
@@ -449,6 +541,7 @@ static void run(const struct options *o, struct agent *ag)
 /* The one way out: whatever load_attach() made, detached and freed. */
 static void cleanup(struct agent *ag)
 {
+	ta_metrics_free(ag->metrics);
 	ring_buffer__free(ag->alerts);
 	if (ag->skel != NULL)
 		migrations_bpf__destroy(ag->skel);

@@ -9,10 +9,17 @@ if [ "$(id -u)" != 0 ]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
+# Debian starts prometheus' service when it installs the package; the tests start their own
+# server, so a service this script brought in is stopped and disabled again (one that was
+# installed before is left alone).
+had_prometheus=no
+dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q 'install ok installed' &&
+	had_prometheus=yes
 # build: toolchain, autotools, memkind and libnuma; peers for bench/: jemalloc
 # the agent (bpf/): clang for the BPF program, bpftool for vmlinux.h and the skeleton, libbpf
 # tests: the real programs the integration tests run, clang-format for the style check, groff and
-# man-db to render the manual pages with warnings on (tests/man/)
+# man-db to render the manual pages with warnings on (tests/man/); prometheus for promtool and a
+# server that scrapes the agent (its service is not started: the tests run their own);
 # packages: debhelper, dpkg-dev and devscripts build the .debs from debian/ (tests/pkg/), fakeroot
 # for debian/rules binary; systemd's systemd-analyze rates the agent's unit (tests/tools/)
 apt-get install -y -q --no-install-recommends \
@@ -20,7 +27,10 @@ apt-get install -y -q --no-install-recommends \
 	libmemkind-dev libnuma-dev numactl libjemalloc-dev libjemalloc2 \
 	clang bpftool libbpf-dev \
 	git sqlite3 perl python3 g++ clang-format gdb ca-certificates groff-base man-db \
-	debhelper dpkg-dev devscripts fakeroot systemd
+	debhelper dpkg-dev devscripts fakeroot systemd prometheus
+if [ $had_prometheus = no ] && [ -d /run/systemd/system ]; then
+	systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi
 # guest: QEMU (TCG), busybox for the initramfs, cpio; the Debian kernels (6.1 and 6.12) are fetched
 # on first use
 "$(dirname "${BASH_SOURCE[0]}")/vm/install-deps.sh"

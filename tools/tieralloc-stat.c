@@ -5,7 +5,8 @@
  * max), the charge, the kernel's usage on the tier's nodes (memory.numa_stat, cgroup v2), the
  * headroom and the event counts; and, when the agent (tierallocd) writes them, the pages the
  * kernel promoted, demoted and moved into each tier, with their rates. A plain table, JSON
- * (--json), or a table refreshed every N seconds (--watch N). Read-only: it never writes or
+ * (--json), Prometheus' text exposition (--prometheus, formatted by prom.c, which the agent
+ * shares), or a table refreshed every N seconds (--watch N). Read-only: it never writes or
  * creates a segment.
  *
  * It is often run as root, and a segment is whatever its owner (any user) wrote: nothing read
@@ -35,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "prom.h"
 #include "quota/cgroup.h"
 #include "quota/shm.h"
 
@@ -643,26 +645,106 @@ static void print_json(struct seg *s, bool first)
 	printf("}");
 }
 
-/* One segment: read, printed, let go. */
-static void show(const char *file, bool json, bool first, bool *bad)
+/* What the exposition shows of a segment that validated: what --json shows, as numbers. */
+static void snapshot(struct seg *s, struct ta_prom_segment *p)
+{
+	memset(p, 0, sizeof(*p));
+	snprintf(p->segment, sizeof(p->segment), "%s", s->name);
+	snprintf(p->cgroup, sizeof(p->cgroup), "%s", s->cgroup_path);
+	count_processes(s, &p->processes, &p->dead_slots);
+	p->ntiers = ntiers(s);
+	uint64_t obs[TA_SHM_MAX_TIERS];
+	bool have_obs = observed(s, obs);
+	const char *why;
+	uint64_t age_ms;
+	const struct ta_shm_agent *agent = agent_counts(s, &why, &age_ms);
+	const struct ta_shm_access *acc = ta_shm_access_block(s->hdr, s->size);
+	for (unsigned t = 0; t < p->ntiers; t++) {
+		const struct ta_shm_tier *r = tier_rec(s, t);
+		struct ta_prom_tier *pt = &p->tier[t];
+		snprintf(pt->name, sizeof(pt->name), "%s", tier_name(s, t));
+		pt->nodes = ld(&r->nodes);
+		for (unsigned k = 0; k < TA_NLIMITS; k++)
+			pt->limit[k] = ld(&r->limit[k]);
+		pt->capacity = ld(&r->capacity);
+		pt->share_ppm = atomic_load(&((struct ta_shm_tier *)r)->share_ppm);
+		pt->charged = ld(&r->charged);
+		pt->peak = ld(&r->peak);
+		pt->have_observed = have_obs;
+		pt->observed = have_obs ? obs[t] : 0;
+		pt->steered_away = ld(&r->steered_away);
+		pt->overflowed = ld(&r->overflowed);
+		pt->exhausted = ld(&r->exhausted);
+		pt->reclaimed = ld(&r->reclaimed);
+		pt->have_enforcement = has_enforcement(s);
+		if (pt->have_enforcement) {
+			pt->untracked = ld(&r->untracked);
+			pt->demoted = ld(&r->demoted);
+			pt->reclaim_asked = ld(&r->reclaim_asked);
+			pt->reclaims = ld(&r->reclaims);
+			pt->gated = ld(&r->gated);
+		}
+		pt->have_access = access_sums(s, t, &pt->hot, &pt->cold);
+		if (pt->have_access) {
+			pt->exchange_promoted = ld(&acc->promoted[t]);
+			pt->exchange_down = ld(&acc->exchanged_down[t]);
+		}
+		pt->have_agent = agent != NULL;
+		if (agent != NULL) {
+			pt->kernel_promoted = ld(&agent->tier[t].promoted);
+			pt->kernel_demoted = ld(&agent->tier[t].demoted);
+			pt->kernel_moved = ld(&agent->tier[t].moved);
+		}
+	}
+}
+
+enum format { TABLE, JSON, PROMETHEUS };
+
+/* The snapshots for --prometheus, written once all segments are read (a metric's samples must
+ * come together). */
+static struct ta_prom_segment *prom_segs;
+static unsigned prom_n, prom_cap;
+
+/* One segment: read, printed (or kept for the exposition), let go. A segment that cannot be read
+ * is left out of the exposition: it has no values (said on stderr when it was named). */
+static void show(const char *file, enum format format, bool first, bool named, bool *bad)
 {
 	struct seg s;
 	*bad = open_seg(file, &s) != 0;
-	if (json)
+	if (format == JSON) {
 		print_json(&s, first);
-	else
+	} else if (format == TABLE) {
 		print_table(&s);
+	} else if (!*bad) {
+		if (prom_n == prom_cap) {
+			unsigned cap = prom_cap ? 2 * prom_cap : 16;
+			struct ta_prom_segment *p = realloc(prom_segs, cap * sizeof(*p));
+			if (p == NULL) {
+				*bad = true;
+				free(s.buf);
+				return;
+			}
+			prom_segs = p;
+			prom_cap = cap;
+		}
+		snapshot(&s, &prom_segs[prom_n++]);
+	} else if (named) {
+		char name[4 * sizeof(s.name) + 8];
+		text_escape(s.name, name, sizeof(name));
+		fprintf(stderr, "tieralloc-stat: %s: unreadable: %s\n", name, s.error);
+	}
 	free(s.buf);
 }
 
 /* Every segment in /dev/shm, or only the one named; false when that one could not be read. */
-static bool show_all(const char *only, bool json)
+static bool show_all(const char *only, enum format format)
 {
 	bool bad = false;
-	if (json)
+	if (format == JSON)
 		printf("{\"version\":1,\"segments\":[");
+	prom_n = 0;
 	if (only != NULL) {
-		show(only[0] == '/' ? only + 1 : only, json, true, &bad);
+		show(only[0] == '/' ? only + 1 : only, format, true, true, &bad);
 	} else {
 		unsigned n = 0;
 		DIR *d = opendir(shm_dir);
@@ -671,24 +753,28 @@ static bool show_all(const char *only, bool json)
 			if (strncmp(e->d_name, "tieralloc-v", 11) != 0)
 				continue;
 			bool ignored;
-			show(e->d_name, json, n++ == 0, &ignored);
+			show(e->d_name, format, n++ == 0, false, &ignored);
 		}
 		if (d != NULL)
 			closedir(d);
-		if (n == 0 && !json)
+		if (n == 0 && format == TABLE)
 			printf("no tieralloc segments in %s\n", shm_dir);
 	}
-	if (json)
+	if (format == JSON)
 		printf("]}\n");
+	if (format == PROMETHEUS && ta_prom_write(stdout, prom_segs, prom_n) != 0)
+		bad = true;
 	return !bad;
 }
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tieralloc-stat [--json] [--watch SECONDS] [--name SEGMENT] [--version]\n"
+	fprintf(f, "usage: tieralloc-stat [--json|--prometheus] [--watch SECONDS] [--name SEGMENT] "
+		   "[--version]\n"
 		   "  Shows the per-cgroup, per-tier quotas of tieralloc processes (segments in "
 		   "/dev/shm).\n"
 		   "  --json          one JSON document instead of the table\n"
+		   "  --prometheus    Prometheus' text exposition format instead of the table\n"
 		   "  --watch N       redraw the table every N seconds (Ctrl-C to stop)\n"
 		   "  --name SEGMENT  only this segment (e.g. /tieralloc-v1-cg123-t1a2b3c4d)\n"
 		   "  --version       print \"tieralloc-stat VERSION\" and exit\n");
@@ -697,18 +783,29 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "json", no_argument, NULL, 'j' },	  { "watch", required_argument, NULL, 'w' },
-		{ "name", required_argument, NULL, 'n' }, { "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },	  { NULL, 0, NULL, 0 },
+		{ "json", no_argument, NULL, 'j' },
+		{ "watch", required_argument, NULL, 'w' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "prometheus", no_argument, NULL, 'p' },
+		{ NULL, 0, NULL, 0 },
 	};
-	bool json = false;
+	enum format format = TABLE;
 	unsigned watch = 0;
 	const char *only = NULL;
 	int c;
 	while ((c = getopt_long(argc, argv, "jw:n:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
-			json = true;
+		case 'p':
+			if (format != TABLE) {
+				fprintf(
+				    stderr,
+				    "tieralloc-stat: --json and --prometheus exclude each other\n");
+				return 2;
+			}
+			format = c == 'j' ? JSON : PROMETHEUS;
 			break;
 		case 'w': {
 			char *end;
@@ -739,9 +836,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (;;) {
-		if (watch != 0 && !json)
+		if (watch != 0 && format == TABLE)
 			printf("\033[H\033[2J");
-		bool ok = show_all(only, json);
+		bool ok = show_all(only, format);
 		fflush(stdout);
 		if (watch == 0)
 			return ok ? 0 : 1;

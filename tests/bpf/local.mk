@@ -1,7 +1,9 @@
 # The agent (issue 6) on the host: root and BTF parts, its refusals without them.
-EXTRA_DIST += tests/bpf/test_agent.sh
+# Its metrics (issue 16): /metrics and --textfile checked by promtool, scraped by a real
+# Prometheus server (test_agent_metrics.sh).
+EXTRA_DIST += tests/bpf/test_agent.sh tests/bpf/test_agent_metrics.sh
 if HAVE_BPF
 if !SANITIZED
-TESTS += tests/bpf/test_agent.sh
+TESTS += tests/bpf/test_agent.sh tests/bpf/test_agent_metrics.sh
 endif
 endif

@@ -84,6 +84,8 @@ agent_field()
 
 echo "== load, attach, count, publish, SIGTERM"
 [[ -r /sys/kernel/btf/vmlinux ]] || ta_skip "this kernel has no BTF"
+# From before its segment exists: no other test's agent may write into it.
+ta_agent_lock
 # A tieralloc process holding a segment for the agent to find.
 ta_preloaded env TIERALLOC_SHM_NAME="$SEG" sleep 60 &
 holder=$!

@@ -194,6 +194,17 @@ compare_runs()
 		"$nproc preloaded process(es) summarised"
 }
 
+# ta_agent_lock: wait (10 minutes at most) until no other test runs a tierallocd, and hold that
+# until the script exits. An agent writes into every segment it finds, and tests/bpf/test_agent.sh
+# checks that none writes into its own once its agent stopped: the tests that start an agent
+# (in this make check -j or another tree's) take turns.
+ta_agent_lock()
+{
+	local lock
+	exec {lock}>>"${TMPDIR:-/tmp}/tieralloc-agent-tests.lock"
+	flock -w 600 "$lock" || ta_hard_error "another test has run an agent for 10 minutes"
+}
+
 # ta_preloaded CMD...: run CMD under the preload with the given environment in front, e.g.
 # `ta_preloaded env TIERALLOC_X=1 prog`. stdout and stderr are the caller's.
 ta_preloaded()

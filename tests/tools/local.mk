@@ -23,3 +23,9 @@ EXTRA_DIST += tests/tools/test_run.sh
 if !SANITIZED
 TESTS += tests/tools/test_run.sh
 endif
+# tieralloc-stat --prometheus on a live segment, checked by promtool (test_stat_prometheus.sh);
+# the segment's holder runs under the preload, so not in a sanitized build either.
+EXTRA_DIST += tests/tools/test_stat_prometheus.sh
+if !SANITIZED
+TESTS += tests/tools/test_stat_prometheus.sh
+endif

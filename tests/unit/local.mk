@@ -93,10 +93,12 @@ tests_unit_test_shm_fuzz_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_shm_fuzz_CFLAGS = $(unit_cflags)
 tests_unit_test_shm_fuzz_LDADD = $(unit_ldadd)
 
-# The agent's segment side (agent/tally.c, agent/segments.c) needs no BPF: always built.
+# The agent's segment side (agent/tally.c, agent/segments.c, and the metrics it formats with
+# tools/prom.c) needs no BPF: always built.
 tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h agent/tally.c \
-	agent/segments.c agent/agent.h
-tests_unit_test_agent_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/bpf -I$(top_srcdir)/agent
+	agent/segments.c agent/agent.h tools/prom.c tools/prom.h
+tests_unit_test_agent_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/bpf -I$(top_srcdir)/agent \
+	-I$(top_srcdir)/tools
 tests_unit_test_agent_CFLAGS = $(unit_cflags)
 tests_unit_test_agent_LDADD = $(unit_ldadd)
 

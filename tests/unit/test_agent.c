@@ -7,6 +7,8 @@
  * mapping of the file. Then the allocator's side: a pass that finds a new alarm reads the
  * cgroup's usage although the period is not over, and wakes the cgroup's other workers. The BPF
  * counting itself is tests/bpf and tests/guest/agent.sh.
+ * Issue 16: the metrics of the segments kept (Prometheus' text, tools/prom.c): the agent's
+ * counts, the limits, the live process; label values escaped; a repeated series left out.
  * Issue 12: another user's 1200 valid segments and a few hundred large or sparse junk files
  * exhaust neither the agent's descriptors nor its rescans (counts of files opened and bytes
  * read, not times), and the real container's segment is written from the first rescan on.
@@ -27,6 +29,7 @@
 
 #include "agent.h"
 #include "internal.h"
+#include "prom.h"
 #include "quota/shm.h"
 #include "test.h"
 #include "migrations.h"
@@ -299,6 +302,32 @@ static void test_publish(void)
 	expect_eq(atomic_load(&a->tier[0].promoted), 0);
 	expect_ne(atomic_load(&a->written_ns), 0);
 
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (f == NULL)
+		test_hard("open_memstream");
+	test_context("metrics: the segments kept, as Prometheus' text");
+	expect_eq(ta_agent_segments_metrics(set, f), 0);
+	fclose(f);
+	expect_true(strstr(text, "# TYPE tieralloc_tier_kernel_promoted_pages_total counter\n") !=
+		    NULL);
+	expect_true(strstr(text, "\ntieralloc_tier_kernel_promoted_pages_total{cgroup=\"\","
+				 "segment=\"/tieralloc-good\",tier=\"0\",tier_name=\"\","
+				 "nodes=\"0\"} 10\n") != NULL);
+	expect_true(strstr(text,
+			   "\ntieralloc_tier_max_bytes{cgroup=\"\",segment=\"/tieralloc-good\","
+			   "tier=\"1\",tier_name=\"\",nodes=\"1\"} 268435456\n") != NULL);
+	expect_true(strstr(text, "\ntieralloc_processes{cgroup=\"\",segment=\"/tieralloc-good\"} "
+				 "1\n") != NULL);
+	test_context("metrics: no kernel counts for a segment without a cgroup id");
+	expect_true(strstr(text, "kernel_promoted_pages_total{cgroup=\"\",segment=\"/tieralloc-"
+				 "v1host\"") == NULL);
+	expect_true(strstr(text, "tier_max_bytes{cgroup=\"\",segment=\"/tieralloc-v1host\"") !=
+		    NULL);
+	expect_true(strstr(text, "\ntieralloc_agent_segments 2\n") != NULL);
+	free(text);
+
 	test_context("publish: never into a bad, old, misnamed or linked file");
 	read_file("tieralloc-badmagic", buf, sizeof(buf));
 	expect_eq(atomic_load(&a->written_ns), 0);
@@ -433,6 +462,54 @@ static bool written_by_agent(const char *name)
 		test_hard("cannot read %s", path);
 	close(fd);
 	return atomic_load(&agent_of(buf)->written_ns) != 0;
+}
+
+/* The formatter alone: escaping, +Inf, a repeated series, what a segment does not have. */
+static void test_prom_format(void)
+{
+	static struct ta_prom_segment segs[2];
+	memset(segs, 0, sizeof(segs));
+	snprintf(segs[0].segment, sizeof(segs[0].segment), "/seg");
+	snprintf(segs[0].cgroup, sizeof(segs[0].cgroup),
+		 "/a\"b\\c\nd\xff\x01"
+		 "e\xc3\xa9");
+	segs[0].ntiers = 1;
+	segs[0].processes = 3;
+	for (unsigned k = 0; k < TA_NLIMITS; k++)
+		segs[0].tier[0].limit[k] = TA_SHM_UNLIMITED;
+	segs[0].tier[0].nodes = 0xb; /* 0-1,3 */
+	segs[0].tier[0].share_ppm = 250000;
+	snprintf(segs[0].tier[0].name, sizeof(segs[0].tier[0].name), "dram");
+	segs[1] = segs[0];
+	segs[1].processes = 4;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (f == NULL)
+		test_hard("open_memstream");
+	expect_eq(ta_prom_write(f, segs, 2), 0);
+	fclose(f);
+	const char *labels = "{cgroup=\"/a\\\"b\\\\c\\nd\xef\xbf\xbd\xef\xbf\xbd"
+			     "e\xc3\xa9\",segment=\"/seg\"";
+	char want[512];
+	test_context("prom: label values escaped, invalid UTF-8 and controls replaced");
+	snprintf(want, sizeof(want), "\ntieralloc_processes%s} 3\n", labels);
+	expect_true(strstr(text, want) != NULL);
+	test_context("prom: a repeated series is left out");
+	expect_true(strstr(text, "} 4\n") == NULL);
+	test_context("prom: no limit is +Inf; the nodes a list; the share a ratio");
+	snprintf(want, sizeof(want),
+		 "\ntieralloc_tier_max_bytes%s,tier=\"0\",tier_name=\"dram\","
+		 "nodes=\"0-1,3\"} +Inf\n",
+		 labels);
+	expect_true(strstr(text, want) != NULL);
+	expect_true(strstr(text, "nodes=\"0-1,3\"} 0.250000\n") != NULL);
+	test_context("prom: what the segment does not have is left out, its family kept");
+	expect_true(strstr(text, "# TYPE tieralloc_tier_observed_bytes gauge\n") != NULL);
+	expect_true(strstr(text, "\ntieralloc_tier_observed_bytes{") == NULL);
+	expect_true(strstr(text, "\ntieralloc_tier_demoted_bytes_total{") == NULL);
+	test_context("%s", "");
+	free(text);
 }
 
 /* The slot 3 of the forged segment: this pid, with its start time, or none. */
@@ -680,6 +757,7 @@ int main(int argc, char **argv)
 	test_alarm_rule();
 	test_block_bounds();
 	test_publish();
+	test_prom_format();
 	test_exhaustion();
 	char path[128];
 	snprintf(path, sizeof(path), "/dev/shm%s", strchr(shm_name_var, '=') + 1);
