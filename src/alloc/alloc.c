@@ -253,10 +253,14 @@ __attribute__((noinline)) static void *drain_then(struct ta_tcache *tc, void *p)
 void *ta_malloc(size_t size)
 {
 	struct ta_tcache *tc = ta_tls;
-	if (likely(tc != NULL && size <= TA_SMALL_MAX && !tc->in_slow)) {
+	if (likely(tc != NULL && size <= TA_SMALL_MAX)) {
 		unsigned cls = ta_size_class(size);
 		unsigned t = tc->pref_tier;
 		struct ta_bin *bin = &tc->bins[t][cls];
+		/* Restored, not cleared: a handler's malloc (outside POSIX, but seen) inside one of
+		 * our paths must leave that path's flag as it found it. Not tested on entry: that
+		 * load would wait on the last path's store. */
+		int was = tc->in_slow;
 		tc->in_slow = 1;
 		atomic_signal_fence(memory_order_seq_cst);
 		unsigned n = __atomic_load_n(&bin->count, __ATOMIC_RELAXED);
@@ -271,16 +275,17 @@ void *ta_malloc(size_t size)
 				uint64_t *c = &tc->cnt[t][tc->pref_slot];
 				__atomic_store_n(c, *c + 1, __ATOMIC_RELAXED);
 				atomic_signal_fence(memory_order_seq_cst);
-				tc->in_slow = 0;
+				tc->in_slow = was;
 				if (unlikely(atomic_load_explicit(&tc->deferred,
-								  memory_order_relaxed) != NULL))
+								  memory_order_relaxed) != NULL) &&
+				    was == 0)
 					return drain_then(tc, p);
 				return p;
 			}
 		}
 		/* A deferred free waits for the slow path's end (ta_tcache_finish_slow). */
 		atomic_signal_fence(memory_order_seq_cst);
-		tc->in_slow = 0;
+		tc->in_slow = was;
 	}
 	return alloc_impl(size, 16, -1, false);
 }
