@@ -78,15 +78,49 @@ static void *bin_take(struct ta_tcache *tc, unsigned t, unsigned cls, struct ta_
 struct small_place {
 	struct ta_tcache *tc; /* NULL: a thread without a cache */
 	unsigned cls;
+	size_t size;  /* what was asked */
+	size_t align; /* above 16: the class was chosen for it (ta_size_class_aligned) */
 };
 
-/* An object of the class from tier t, charged as ch says. */
+/* An object of the class from tier t, free already or new from a run of the class. */
+static void *take_from_class(struct small_place *sp, unsigned t, struct ta_fill_charge *ch)
+{
+	struct ta_tcache *tc = sp->tc;
+	if (tc != NULL && sp->align > 16) {
+		/* A packed object in the cache is aligned to 16 only: such requests take the
+		 * class's runs themselves unless the cache's next object will do. */
+		struct ta_bin *bin = &tc->bins[t][sp->cls];
+		if (bin->count == 0 || bin->count > bin->cap ||
+		    ((uintptr_t)bin->slots[bin->count - 1] & (sp->align - 1)) != 0)
+			tc = NULL;
+	}
+	ch->runs_only = sp->align > 16;
+	void *p;
+	if (tc != NULL) {
+		p = bin_take(tc, t, sp->cls, ch);
+		if (p == NULL || ((uintptr_t)p & (sp->align - 1)) == 0)
+			return p;
+		/* Rare: past an object of another tier, the next was a packed one. Back where
+		 * it was taken from, which has room. */
+		struct ta_bin *bin = &tc->bins[t][sp->cls];
+		bin->slots[bin->count++] = p;
+	}
+	return ta_arena_fill(t, sp->cls, &p, 1, ch) == 1 ? p : NULL;
+}
+
+/* An object of the class from tier t, charged as ch says: free objects first, then a new packed
+ * object while the process packs (ta_arena_packs), else a new run of the class. */
 static void *take_small(struct small_place *sp, unsigned t, struct ta_fill_charge *ch)
 {
-	if (sp->tc != NULL)
-		return bin_take(sp->tc, t, sp->cls, ch);
-	void *p;
-	return ta_arena_fill(t, sp->cls, &p, 1, ch) == 1 ? p : NULL;
+	ch->no_new_run = sp->align <= 16 && ta_arena_packs(sp->size);
+	void *p = take_from_class(sp, t, ch);
+	if (p != NULL || !ch->no_new_run || ch->refused)
+		return p;
+	p = ta_arena_pack(t, sp->size, ch);
+	if (p != NULL || ch->refused)
+		return p;
+	ch->no_new_run = false; /* the process stopped packing meanwhile */
+	return take_from_class(sp, t, ch);
 }
 
 /* Steering's try of tier t for a small object (charge.h): a free object of the class, else a new
@@ -94,7 +128,7 @@ static void *take_small(struct small_place *sp, unsigned t, struct ta_fill_charg
 static void *place_small(unsigned t, int level, bool force, bool *refused, void *ctx)
 {
 	struct small_place *sp = ctx;
-	struct ta_fill_charge ch = { level, force, false };
+	struct ta_fill_charge ch = { .level = level, .force = force };
 	void *p = take_small(sp, t, &ch);
 	/* Quota pressure: what the tier holds unused goes back first, so that the refused run
 	 * may fit. */
@@ -106,13 +140,14 @@ static void *place_small(unsigned t, int level, bool force, bool *refused, void 
 	return p;
 }
 
-static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
+static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, size_t size, size_t align,
+			      int want_tier)
 {
 	tc->in_slow = 1;
 	ta_charge_note_limits();
 	ta_keep_age();
 	ta_arena_decay();
-	struct small_place sp = { tc, cls };
+	struct small_place sp = { tc, cls, size, align };
 	struct ta_placed where;
 	void *p = ta_steer(want_tier, place_small, &sp, &where);
 	if (p != NULL) {
@@ -122,7 +157,8 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
 			tc->pref_tier = t;
 			tc->pref_slot = where.how;
 		}
-		ta_tcache_live_add(tc, t, ta_class_size[cls]);
+		/* A new packed object counts as its header's class, as its free will. */
+		ta_tcache_live_add(tc, t, ta_class_size[ta_small_class_of(p)]);
 		ta_charge_note_peak(t);
 	}
 	ta_tcache_finish_slow(tc);
@@ -130,13 +166,13 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, int want_tier)
 }
 
 /* A thread without a cache (exiting, or out of metadata): take one object directly. */
-static void *small_alloc_nocache(unsigned cls, int want_tier)
+static void *small_alloc_nocache(unsigned cls, size_t size, size_t align, int want_tier)
 {
-	struct small_place sp = { NULL, cls };
+	struct small_place sp = { NULL, cls, size, align };
 	struct ta_placed where;
 	void *p = ta_steer(want_tier, place_small, &sp, &where);
 	if (p != NULL) {
-		ta_tcache_live_add(NULL, where.tier, ta_class_size[cls]);
+		ta_tcache_live_add(NULL, where.tier, ta_class_size[ta_small_class_of(p)]);
 		ta_charge_note_peak(where.tier);
 		ta_tcache_count_alloc(NULL, where.tier, where.how);
 	}
@@ -146,6 +182,13 @@ static void *small_alloc_nocache(unsigned cls, int want_tier)
 __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int t, unsigned cls,
 						      void *p)
 {
+	if (cls >= TA_NCLASSES) { /* a packed object (its header's class), or not ours */
+		cls = ta_small_class_of(p);
+		if (cls >= TA_NCLASSES) {
+			ta_log_foreign(p, "free");
+			return;
+		}
+	}
 	int64_t csize = ta_class_size[cls];
 	if (tc == NULL)
 		tc = ta_tcache_get();
@@ -218,8 +261,8 @@ __attribute__((noinline)) static void *alloc_impl(size_t size, size_t align, int
 	void *p;
 	if (cls < TA_NCLASSES) {
 		struct ta_tcache *tc = ta_tcache_get();
-		p = tc != NULL ? small_alloc_slow(tc, cls, want_tier)
-			       : small_alloc_nocache(cls, want_tier);
+		p = tc != NULL ? small_alloc_slow(tc, cls, size, align, want_tier)
+			       : small_alloc_nocache(cls, size, align, want_tier);
 		if (p != NULL && zero)
 			memset(p, 0, size);
 	} else {
@@ -313,7 +356,7 @@ void ta_free(void *p)
 	if (likely(t >= 0)) {
 		struct ta_tcache *tc = ta_tls;
 		unsigned cls = ta_chunk_class_of(p);
-		if (likely(tc != NULL && !tc->in_slow)) {
+		if (likely(tc != NULL && !tc->in_slow && cls < TA_NCLASSES)) {
 			struct ta_bin *bin = &tc->bins[t][cls];
 			tc->in_slow = 1; /* as in malloc */
 			atomic_signal_fence(memory_order_seq_cst);
@@ -375,8 +418,12 @@ size_t ta_usable_size(void *p)
 {
 	if (p == NULL)
 		return 0;
-	if (ta_chunk_tier_of(p) >= 0)
-		return ta_class_size[ta_chunk_class_of(p)];
+	if (ta_chunk_tier_of(p) >= 0) {
+		size_t usable = ta_small_usable(p);
+		if (usable == 0)
+			ta_log_foreign(p, "malloc_usable_size");
+		return usable;
+	}
 	if (ta_boot_owns(p))
 		return ta_boot_usable(p);
 	int state = atomic_load(&ta_state);
@@ -401,7 +448,12 @@ void *ta_realloc(void *p, size_t size)
 	size_t old;
 	int t = ta_chunk_tier_of(p);
 	if (t >= 0) {
-		old = ta_class_size[ta_chunk_class_of(p)];
+		old = ta_small_usable(p);
+		if (old == 0) {
+			ta_log_foreign(p, "realloc");
+			errno = ENOMEM;
+			return NULL;
+		}
 		if (size <= old && (size > old / 2 || old <= 16))
 			return p;
 	} else if (ta_boot_owns(p)) {

@@ -166,7 +166,8 @@ unsigned ta_class_run_fit(unsigned cls, unsigned room);
 /* ---- arena.c: per-tier chunks, runs and their free objects ---- */
 /* A run: pages of a chunk cut for one size class. Its descriptor sits in the chunk's header at
  * the run's first page; fields below `tier` change under the lock of the bin that lists the run
- * (that tier's, that class's). */
+ * (that tier's, that class's). A packed run (cls TA_PAGE_PACKED) is never listed: its empty_ns
+ * counts the class bytes it handed out (under the chunk lock), for the statistics of a retag. */
 struct ta_run {
 	void *free;		    /* objects given back, linked through their first word */
 	struct ta_run *next, *prev; /* its bin's list of runs that have objects to hand out */
@@ -209,6 +210,7 @@ _Static_assert(sizeof(struct ta_chunk) <= TA_PAGE_SIZE, "a chunk's header fits i
 #define TA_CHUNK_MAGIC 0x74696572636b6e31ull /* "tierckn1" */
 #define TA_PAGE_NONE   0xff		     /* free, given back (or never cut) */
 #define TA_PAGE_IDLE   0xfe /* free, still resident and charged: its huge page is partly used */
+#define TA_PAGE_PACKED 0xfd /* in a packed run: objects of any class, each with a header */
 #define TA_HALF_PAGES  (TA_CHUNK_PAGES / 2)
 _Static_assert(TA_NCLASSES < TA_PAGE_IDLE, "a page's class fits its byte");
 
@@ -235,8 +237,16 @@ struct ta_arena {
 	_Atomic uint64_t demoted;	/* bytes of charge moved from this tier to a lower one */
 	_Atomic uint64_t demotions;	/* ranges (chunks, large objects) moved from this tier */
 	_Atomic uint64_t reclaim_asked; /* bytes this process wrote to memory.reclaim for it */
+	/* Where packed objects are cut, under chunk_lock: consecutive packed runs of one chunk (the
+	 * last one cut, and the area's start, bytes used and size). */
+	struct ta_run *pack_run;
+	char *pack_base;
+	uint32_t pack_used, pack_size;
+	/* Per class, freed packed objects (linked through their first word), under the class's
+	 * bin lock; possibly of another tier since their chunk was retagged (arena.c). */
+	void *packed[TA_NCLASSES];
 	/* Last, coarse classes first (arena.c's central_bin): a young process's bins and the
-	 * fields above share 8 KiB. */
+	 * fields above share 10 KiB. */
 	struct ta_central_bin bins[TA_NCLASSES];
 };
 
@@ -249,13 +259,23 @@ int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS]);
 struct ta_fill_charge {
 	int level;
 	bool force;
-	bool refused; /* out: a run was needed and the tier's limit refused it */
+	bool refused;	 /* out: a run was needed and the tier's limit refused it */
+	bool no_new_run; /* free objects only: the caller packs a new one (ta_arena_pack) */
+	bool runs_only;	 /* not the packed free objects: an alignment above 16 is asked */
 };
 /* Store up to want objects of cls in out[]; returns how many. Free objects first (already
  * charged), then new runs, each charged whole as ch says. 0: nothing free and no run allowed
  * (ch->refused) or no memory. */
 unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 		       struct ta_fill_charge *ch);
+/* Whether a request of size bytes is packed now: the process is young (its packed runs are under
+ * TIERALLOC_PACK) and the size is medium. */
+bool ta_arena_packs(size_t size);
+/* A new packed object of at least size bytes in the tier, from its packed run or a new one charged
+ * as ch says; NULL when refused (ch->refused), when the process no longer packs, or no memory. */
+void *ta_arena_pack(unsigned tier, size_t size, struct ta_fill_charge *ch);
+/* Bytes of packed runs the process may cut from now on (TIERALLOC_PACK at start; 0: none). */
+void ta_arena_set_pack_limit(uint64_t bytes);
 /* Give back n objects of cls (each to its run). */
 void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n);
 /* Give the pages of the tier's runs that have been empty (every object back) for min_age_ns or
@@ -287,6 +307,49 @@ static inline unsigned ta_chunk_class_of(const void *p)
 	uintptr_t a = (uintptr_t)p;
 	const struct ta_chunk *c = (const struct ta_chunk *)(a & ~(TA_CHUNK_SIZE - 1));
 	return c->page_class[(a & (TA_CHUNK_SIZE - 1)) >> TA_PAGE_SHIFT];
+}
+
+/*
+ * Packed runs (arena.c, "Packed runs"): a young process's first medium objects (TA_PACK_MIN to
+ * TA_PACK_MAX bytes) sit back to back in runs shared by every class, glibc-like, each after an
+ * 8-byte header; freed, one goes to the bin of the largest class it can serve (its header's).
+ */
+#define TA_PACK_MIN   129u
+#define TA_PACK_MAX   16384u
+#define TA_PACK_PAGES 2u /* pages of a packed run: room for the largest object */
+struct ta_pack_hdr {
+	uint32_t usable; /* bytes of the object: 8 mod 16, so that the next one is aligned */
+	uint8_t cls;	 /* the bin it goes to: the largest class of at most usable bytes */
+	uint8_t check;	 /* TA_PACK_CHECK ^ cls: a pointer that is not a packed object's start */
+	uint16_t zero;
+};
+#define TA_PACK_CHECK 0xa5u
+static inline const struct ta_pack_hdr *ta_pack_hdr_of(const void *p)
+{
+	return (const struct ta_pack_hdr *)((const char *)p - sizeof(struct ta_pack_hdr));
+}
+/* The class of a small object, whichever run holds it; TA_NCLASSES when p does not start a
+ * packed object (a pointer that is not ours). */
+static inline unsigned ta_small_class_of(const void *p)
+{
+	unsigned cls = ta_chunk_class_of(p);
+	if (cls < TA_NCLASSES)
+		return cls;
+	if (cls != TA_PAGE_PACKED || ((uintptr_t)p & 15u) != 0)
+		return TA_NCLASSES;
+	const struct ta_pack_hdr *h = ta_pack_hdr_of(p);
+	if (h->check != (TA_PACK_CHECK ^ h->cls) || h->cls >= TA_NCLASSES || h->zero != 0 ||
+	    h->usable > TA_PACK_MAX + 8u || h->usable < ta_class_size[h->cls])
+		return TA_NCLASSES;
+	return h->cls;
+}
+/* Bytes the object at p may use (0 when it is not one of ours). */
+static inline size_t ta_small_usable(const void *p)
+{
+	unsigned cls = ta_chunk_class_of(p);
+	if (cls < TA_NCLASSES)
+		return ta_class_size[cls];
+	return ta_small_class_of(p) < TA_NCLASSES ? ta_pack_hdr_of(p)->usable : 0;
 }
 
 /* ... and live bytes of its objects in use (statistics only). */

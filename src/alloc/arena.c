@@ -239,6 +239,15 @@ static void upper_run_done(struct ta_chunk *c)
 		upper_half_maybe_huge(c);
 }
 
+/* Pages of a run of cls (a class or TA_PAGE_PACKED) where room pages are left (see
+ * ta_class_run_fit). */
+static unsigned run_fit(unsigned cls, unsigned room)
+{
+	if (cls == TA_PAGE_PACKED)
+		return room < TA_PACK_PAGES ? room : TA_PACK_PAGES;
+	return ta_class_run_fit(cls, room);
+}
+
 /* Where a run of cls goes: a hole of a whole run in a chunk of the tier, else the current chunk's
  * bump (its end taking a shorter run), else a new chunk; sets *pages and *fresh_chunk (the caller
  * makes it). Called with the tier's chunk_lock. */
@@ -246,7 +255,7 @@ static struct ta_chunk *run_place(unsigned tier, unsigned cls, unsigned *first, 
 				  bool *fresh_chunk)
 {
 	struct ta_arena *a = &ta_arenas[tier];
-	unsigned whole = ta_class_run_pages(cls);
+	unsigned whole = cls == TA_PAGE_PACKED ? TA_PACK_PAGES : ta_class_run_pages(cls);
 	*fresh_chunk = false;
 	/* Holes first: memory given back is what a tier's next runs should take. Not in a chunk
 	 * the gate relaxed (new faults there would land on the faulting CPU's node). */
@@ -262,7 +271,7 @@ static struct ta_chunk *run_place(unsigned tier, unsigned cls, unsigned *first, 
 		}
 	}
 	struct ta_chunk *c = a->cur;
-	unsigned fit = c != NULL ? ta_class_run_fit(cls, TA_CHUNK_PAGES - c->pages_used) : 0;
+	unsigned fit = c != NULL ? run_fit(cls, TA_CHUNK_PAGES - c->pages_used) : 0;
 	if (fit != 0) {
 		*first = c->pages_used;
 		*pages = fit;
@@ -274,11 +283,11 @@ static struct ta_chunk *run_place(unsigned tier, unsigned cls, unsigned *first, 
 	return NULL;
 }
 
-/* A new run of cls, its pages charged as ch says. Called with the class's bin lock. */
-static struct ta_run *run_new(unsigned tier, unsigned cls, struct ta_fill_charge *ch)
+/* A new run of cls (or a packed run), its pages charged as ch says. Called with the tier's
+ * chunk_lock (and, for a class, the class's bin lock). */
+static struct ta_run *run_cut(unsigned tier, unsigned cls, struct ta_fill_charge *ch)
 {
 	struct ta_arena *a = &ta_arenas[tier];
-	ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
 	unsigned first, pages;
 	bool fresh_chunk;
 	struct ta_chunk *c = run_place(tier, cls, &first, &pages, &fresh_chunk);
@@ -290,14 +299,12 @@ static struct ta_run *run_new(unsigned tier, unsigned cls, struct ta_fill_charge
 	uint64_t bytes = (uint64_t)(pages - idle) * TA_PAGE_SIZE;
 	if (bytes != 0 && !ta_charge(tier, bytes, ch->level, ch->force)) {
 		ch->refused = true;
-		ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
 		return NULL;
 	}
 	if (fresh_chunk) {
 		c = chunk_new(tier);
 		if (c == NULL) {
 			ta_uncharge(tier, bytes);
-			ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
 			return NULL;
 		}
 		struct ta_chunk *old = a->cur;
@@ -328,13 +335,117 @@ static struct ta_run *run_new(unsigned tier, unsigned cls, struct ta_fill_charge
 	r->empty_ns = 0;
 	r->nfree = 0;
 	r->fresh = 0;
-	r->nobj = (uint32_t)((size_t)pages * TA_PAGE_SIZE / ta_class_size[cls]);
+	r->nobj = cls == TA_PAGE_PACKED
+		      ? 0
+		      : (uint32_t)((size_t)pages * TA_PAGE_SIZE / ta_class_size[cls]);
 	r->cls = (uint8_t)cls;
 	r->tier = (uint8_t)tier;
 	r->listed = 0;
 	r->pages = (uint8_t)pages;
+	return r;
+}
+
+/* A new run of cls, its pages charged as ch says. Called with the class's bin lock. */
+static struct ta_run *run_new(unsigned tier, unsigned cls, struct ta_fill_charge *ch)
+{
+	struct ta_arena *a = &ta_arenas[tier];
+	ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
+	struct ta_run *r = run_cut(tier, cls, ch);
 	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
 	return r;
+}
+
+/*
+ * Packed runs. Every size class a process uses has a run with a partly touched page at its top,
+ * about 2 KiB a class, and a young process uses many classes for few objects each: 16 processes
+ * holding 4 MiB of 16 B-16 KiB blocks each held 0.42 MiB more than under glibc, most of it those
+ * tops and the rounding to a class (docs/DESIGN-NOTES.md, "Footprint"). So a process's first
+ * TIERALLOC_PACK bytes (8 MiB) of medium objects (TA_PACK_MIN to TA_PACK_MAX) are cut from packed
+ * runs, where objects of every class sit back to back, each rounded to 16 bytes after an 8-byte
+ * header, as glibc lays out its heap: one partly touched page per tier in all. Packed runs are
+ * cut two pages at a time (charged like any run), and one cut right after the last grows the
+ * area objects are cut from. A freed packed object goes, like any object, to a thread's bin and
+ * the central one, of the largest class it can serve (its header's), and serves that class's next
+ * allocations; the central bin keeps such objects on their own list (ta_arena.packed), taken
+ * before its runs' objects. Packed runs are never given back to the kernel (their objects do not
+ * empty them as a class's do), which is what bounds them; a chunk holding one is retagged like
+ * any other, its free packed objects finding their new tier when next taken or flushed.
+ */
+static _Atomic uint64_t pack_left; /* TIERALLOC_PACK, set at start */
+
+void ta_arena_set_pack_limit(uint64_t bytes)
+{
+	atomic_store(&pack_left, bytes);
+}
+
+bool ta_arena_packs(size_t size)
+{
+	return size >= TA_PACK_MIN && size <= TA_PACK_MAX &&
+	       atomic_load_explicit(&pack_left, memory_order_relaxed) != 0;
+}
+
+/* The largest class of at most usable bytes that ta_size_class hands out whatever the fine
+ * switch says (a coarse one): the bin a packed object of that size goes to. */
+static unsigned pack_class(uint32_t usable)
+{
+	unsigned cls = ta_size_class(usable);
+	while (ta_class_size[cls] > usable || !ta_class_is_coarse(cls))
+		cls--;
+	return cls;
+}
+
+/* Packed run r takes no more objects: one run less open in its upper half (see "Huge pages"). */
+static void pack_run_done(struct ta_run *r)
+{
+	if (r != NULL && in_upper_half(chunk_of(r), run_first(r), r->pages))
+		upper_run_done(chunk_of(r));
+}
+
+void *ta_arena_pack(unsigned tier, size_t size, struct ta_fill_charge *ch)
+{
+	struct ta_arena *a = &ta_arenas[tier];
+	/* The object, with the next one's header after it: 8 mod 16 bytes. */
+	uint32_t usable = (uint32_t)((size + 8u + 15u) & ~(size_t)15u) - 8u;
+	uint32_t slot = usable + 8u;
+	ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
+	/* Twice at most: a run that does not follow the area starts a new one, and one cut from a
+	 * chunk's last page may be too short for the object. */
+	while (a->pack_run == NULL || a->pack_size - a->pack_used < slot) {
+		uint64_t left = atomic_load(&pack_left);
+		uint64_t bytes = (uint64_t)TA_PACK_PAGES * TA_PAGE_SIZE;
+		struct ta_run *r = NULL;
+		if (left != 0)
+			r = run_cut(tier, TA_PAGE_PACKED, ch);
+		if (r == NULL) {
+			ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
+			return NULL;
+		}
+		/* Two tiers may cut the last one each: the limit is a bound, not an exact count. */
+		atomic_store(&pack_left, left > bytes ? left - bytes : 0);
+		r->empty_ns = 0;
+		struct ta_run *prev = a->pack_run;
+		a->pack_run = r;
+		uint32_t run_bytes = (uint32_t)r->pages * (uint32_t)TA_PAGE_SIZE;
+		if (prev != NULL && run_base(r) == a->pack_base + a->pack_size) {
+			a->pack_size += run_bytes; /* right after the area: it grows */
+		} else {
+			a->pack_base = run_base(r);
+			a->pack_used = 8; /* the first object at 16: its header before it */
+			a->pack_size = run_bytes;
+		}
+		pack_run_done(prev);
+	}
+	char *p = a->pack_base + a->pack_used + 8;
+	a->pack_used += slot;
+	unsigned cls = pack_class(usable);
+	a->pack_run->empty_ns += ta_class_size[cls];
+	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
+	struct ta_pack_hdr *h = (struct ta_pack_hdr *)(p - sizeof(*h));
+	h->usable = usable;
+	h->cls = (uint8_t)cls;
+	h->check = (uint8_t)(TA_PACK_CHECK ^ cls);
+	h->zero = 0;
+	return p;
 }
 
 /* ---- a bin's list of runs with objects to hand out (under the bin's lock) ---- */
@@ -389,12 +500,25 @@ unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 		       struct ta_fill_charge *ch)
 {
 	struct ta_central_bin *b = central_bin(tier, cls);
+	void **packed = &ta_arenas[tier].packed[cls];
 	size_t size = ta_class_size[cls];
-	unsigned got = 0;
+	unsigned got = 0, nstale = 0;
+	void *stale[16];
 	ta_lock(&b->lock, TA_RANK_BIN);
+	/* Packed objects first: their runs never empty, a class's run may. */
+	while (got < want && *packed != NULL && !ch->runs_only && nstale < 16) {
+		void *p = *packed;
+		*packed = *(void **)p;
+		if (likely(ta_chunk_tier_of(p) == (int)tier))
+			out[got++] = p;
+		else
+			stale[nstale++] = p; /* its chunk was retagged since it was freed */
+	}
 	while (got < want) {
 		struct ta_run *r = b->head;
 		if (r == NULL) {
+			if (ch->no_new_run)
+				break;
 			r = run_new(tier, cls, ch);
 			if (r == NULL)
 				break;
@@ -427,18 +551,35 @@ unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 			list_del(b, r);
 	}
 	ta_unlock(&b->lock, TA_RANK_BIN);
+	/* To their tier's list. The retag counted them live there, as objects out of their run:
+	 * they were free. */
+	for (unsigned i = 0; i < nstale; i++) {
+		int u = ta_chunk_tier_of(stale[i]);
+		ta_arena_move_live((unsigned)u, tier, size);
+		ta_arena_flush((unsigned)u, cls, &stale[i], 1);
+	}
 	return got;
 }
 
-/* Give objs back to their runs, which the bin of (tier, cls) lists; objects whose run is listed
- * by another tier's bin (its chunk was retagged since they were freed) are left in *others. */
-static unsigned flush_locked(struct ta_central_bin *b, unsigned tier, void *const *objs, unsigned n,
-			     void **others)
+/* Give objs back to their runs, which the bin of (tier, cls) lists, or packed ones to the tier's
+ * list of them; objects whose run is listed by another tier's bin (its chunk was retagged since
+ * they were freed) are left in *others. */
+static unsigned flush_locked(struct ta_central_bin *b, unsigned tier, unsigned cls,
+			     void *const *objs, unsigned n, void **others)
 {
 	unsigned nothers = 0;
 	uint64_t now = 0;
 	for (unsigned i = 0; i < n; i++) {
 		void *p = objs[i];
+		if (unlikely(ta_chunk_class_of(p) == TA_PAGE_PACKED)) {
+			if (ta_chunk_tier_of(p) != (int)tier) {
+				others[nothers++] = p;
+				continue;
+			}
+			*(void **)p = ta_arenas[tier].packed[cls];
+			ta_arenas[tier].packed[cls] = p;
+			continue;
+		}
 		struct ta_run *r = run_of(p);
 		if (r->tier != tier) {
 			others[nothers++] = p;
@@ -459,6 +600,14 @@ static unsigned flush_locked(struct ta_central_bin *b, unsigned tier, void *cons
 	return nothers;
 }
 
+/* The tier whose bin p goes back to: its run's, or for a packed object its chunk's. */
+static unsigned home_tier(const void *p)
+{
+	if (ta_chunk_class_of(p) == TA_PAGE_PACKED)
+		return (unsigned)ta_chunk_tier_of(p);
+	return __atomic_load_n(&run_of(p)->tier, __ATOMIC_ACQUIRE);
+}
+
 void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n)
 {
 	while (n > 0) {
@@ -466,22 +615,20 @@ void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n)
 		unsigned batch = n < 64 ? n : 64, nothers;
 		struct ta_central_bin *b = central_bin(tier, cls);
 		ta_lock(&b->lock, TA_RANK_BIN);
-		nothers = flush_locked(b, tier, objs, batch, others);
+		nothers = flush_locked(b, tier, cls, objs, batch, others);
 		ta_unlock(&b->lock, TA_RANK_BIN);
 		/* Rare: a retag moved their runs to another tier's bin. It counted these cached
 		 * objects live in that tier as if in use: they were not. */
 		for (unsigned i = 0; i < nothers; i++) {
-			unsigned moved_to =
-			    __atomic_load_n(&run_of(others[i])->tier, __ATOMIC_ACQUIRE);
+			unsigned moved_to = home_tier(others[i]);
 			if (moved_to < arena_count)
 				ta_arena_move_live(moved_to, tier, ta_class_size[cls]);
 			for (;;) {
-				unsigned u =
-				    __atomic_load_n(&run_of(others[i])->tier, __ATOMIC_ACQUIRE);
+				unsigned u = home_tier(others[i]);
 				struct ta_central_bin *ob = central_bin(u, cls);
 				ta_lock(&ob->lock, TA_RANK_BIN);
 				void *again;
-				unsigned left = flush_locked(ob, u, &others[i], 1, &again);
+				unsigned left = flush_locked(ob, u, cls, &others[i], 1, &again);
 				ta_unlock(&ob->lock, TA_RANK_BIN);
 				if (left == 0)
 					break;
@@ -634,9 +781,11 @@ void ta_arena_move_live(unsigned from, unsigned to, uint64_t bytes)
 	atomic_fetch_add(&ta_arenas[to].folded_live, (int64_t)bytes);
 }
 
+/* Not the chunk runs or packed objects are being cut from, nor one being moved. */
 static bool chunk_movable(unsigned tier, struct ta_chunk *c)
 {
-	return c != ta_arenas[tier].cur && !c->moving;
+	const struct ta_arena *a = &ta_arenas[tier];
+	return c != a->cur && !c->moving && (a->pack_base == NULL || chunk_of(a->pack_base) != c);
 }
 
 unsigned ta_arena_chunks(unsigned tier, struct ta_chunk_info *out, unsigned max, bool movable)
@@ -680,6 +829,12 @@ int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
 		if (c->page_class[p] == TA_PAGE_NONE || c->run_back[p] != 0)
 			continue;
 		struct ta_run *r = &c->run[p];
+		if (c->page_class[p] == TA_PAGE_PACKED) {
+			/* Counted as if all out: the free ones are put right when next taken
+			 * or flushed (ta_arena_fill). No run is cut from it: it is not current. */
+			carved += r->empty_ns;
+			continue;
+		}
 		unsigned cls = r->cls;
 		struct ta_central_bin *ba = central_bin(from, cls), *bb = central_bin(to, cls);
 		struct ta_central_bin *lo = from < to ? ba : bb, *hi = from < to ? bb : ba;

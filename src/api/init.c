@@ -202,6 +202,7 @@ int ta_init(void)
 		ta_log(TA_LOG_WARN, "cannot set up allocator metadata; passing through to libc");
 		return finish(TA_PASSTHROUGH);
 	}
+	ta_arena_set_pack_limit(ta_opts.pack);
 	ta_quota_attach();
 	ta_startup_charge();
 	ta_alloc_poke = ta_enforce_poke;

@@ -78,6 +78,7 @@ struct ta_options {
 	bool show_config;
 	int log_level;
 	uint64_t charge_batch;
+	uint64_t pack;		   /* TIERALLOC_PACK: bytes of packed runs (alloc/arena.c) */
 	char tiers[256];	   /* raw TIERALLOC_TIERS, "" = discover */
 	char process_limit[256];   /* raw TIERALLOC_PROCESS_LIMIT, resolved against the tiers */
 	char summary[256];	   /* "", "stderr" or a file to append to */

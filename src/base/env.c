@@ -40,6 +40,10 @@ const struct ta_opt_desc ta_opt_table[] = {
 		  "none" },
 	{ "CHARGE_BATCH", TA_OPT_SIZE, FIELD(charge_batch), "256K", .min = 4096, .max = 64u << 20,
 	  .help = "bytes a thread charges at once for large objects" },
+	{ "PACK", TA_OPT_SIZE, FIELD(pack), "8M", .min = 0, .max = 64u << 20,
+	  .help =
+	      "bytes of a process's first objects of 129 B to 16 KiB packed together, glibc-like "
+	      "(never given back to the kernel); 0: none" },
 	{ "SUMMARY", TA_OPT_STRING, FIELD(summary), "",
 	  .help = "at exit, append a per-tier summary to this file, or \"stderr\"; empty: none" },
 	{ "SHM_NAME", TA_OPT_STRING, FIELD(shm_name), "", .check = bad_shm_name,

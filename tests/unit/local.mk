@@ -6,7 +6,7 @@ unit_tests = \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
 	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_stress \
-	tests/unit/test_access
+	tests/unit/test_access tests/unit/test_pack
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -24,6 +24,10 @@ tests_unit_test_topo_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_topo_CFLAGS = $(unit_cflags)
 tests_unit_test_topo_LDADD = $(unit_ldadd)
 
+tests_unit_test_pack_SOURCES = tests/unit/test_pack.c tests/lib/test.h tests/lib/tiers.h
+tests_unit_test_pack_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_pack_CFLAGS = $(unit_cflags)
+tests_unit_test_pack_LDADD = $(unit_ldadd)
 tests_unit_test_sizeclass_SOURCES = tests/unit/test_sizeclass.c tests/lib/test.h
 tests_unit_test_sizeclass_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_sizeclass_CFLAGS = $(unit_cflags)

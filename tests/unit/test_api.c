@@ -1050,7 +1050,9 @@ static void test_large_granules(void)
 
 int main(int argc, char **argv)
 {
-	test_reexec_with_env(argv, NULL);
+	/* Class runs: packed objects (a young process's first medium ones) are test_pack's. */
+	static const char *const env[] = { "TIERALLOC_PACK=0", NULL };
+	test_reexec_with_env(argv, env);
 	if (tieralloc_tier_count() < 1)
 		test_hard("no tier");
 	test_version();

@@ -14,6 +14,7 @@
 static const struct ta_options defaults = {
 	.log_level = TA_LOG_WARN,
 	.charge_batch = 256 * KiB,
+	.pack = 8 * MiB,
 	.access = TA_ACCESS_SOFT_DIRTY,
 	.access_period_ms = 1000,
 };
@@ -65,6 +66,7 @@ static void parse1(const char *var, struct parsed *r)
 		expect_eq((o)->show_config, defaults.show_config);                                 \
 		expect_eq((o)->log_level, defaults.log_level);                                     \
 		expect_eq((o)->charge_batch, defaults.charge_batch);                               \
+		expect_eq((o)->pack, defaults.pack);                                               \
 		expect_str_eq((o)->tiers, defaults.tiers);                                         \
 		expect_str_eq((o)->process_limit, defaults.process_limit);                         \
 		expect_str_eq((o)->summary, defaults.summary);                                     \
@@ -566,12 +568,12 @@ static void test_mixed(void)
  * (ta_opt_render is what "opt.<name>" and TIERALLOC_SHOW_CONFIG print). */
 static void test_table(void)
 {
-	static const char *const rendered[] = { "0",	    "0",     "0",	   "warn",
-						"",	    "",	     "262144",	   "",
-						"",	    "",	     "",	   "lowest",
-						"deferred", "gated", "soft-dirty", "1000ms" };
-	expect_eq(ta_opt_count, 16);
-	for (unsigned i = 0; i < ta_opt_count && i < 16; i++) {
+	static const char *const rendered[] = {
+		"0", "0", "0", "warn",	 "",	     "",      "262144",	    "8388608", "",
+		"",  "",  "",  "lowest", "deferred", "gated", "soft-dirty", "1000ms"
+	};
+	expect_eq(ta_opt_count, 17);
+	for (unsigned i = 0; i < ta_opt_count && i < 17; i++) {
 		const struct ta_opt_desc *d = &ta_opt_table[i];
 		test_context("table row %s", d->name);
 		for (unsigned k = 0; k < i; k++)

@@ -249,7 +249,9 @@ static void test_switch(void)
 
 int main(int argc, char **argv)
 {
-	test_reexec_with_env(argv, NULL);
+	/* Class runs: packed objects (a young process's first medium ones) are test_pack's. */
+	static const char *const env[] = { "TIERALLOC_PACK=0", NULL };
+	test_reexec_with_env(argv, env);
 	test_switch();
 	test_table();
 	test_every_size();

@@ -106,8 +106,9 @@ static void *mover(void *arg)
 
 int main(int argc, char **argv)
 {
+	/* Class runs, which go back to the kernel: packed ones never do (test_pack's). */
 	static const char *const env[] = { "TIERALLOC_TIERS=0;0", "TIERALLOC_ENFORCE=off",
-					   "TIERALLOC_SHM_NAME=off", NULL };
+					   "TIERALLOC_SHM_NAME=off", "TIERALLOC_PACK=0", NULL };
 	test_reexec_with_env(argv, env);
 	if (tieralloc_tier_count() != 2)
 		test_skip("TIERALLOC_TIERS=\"0;0\" did not give two tiers (%d)",

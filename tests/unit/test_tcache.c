@@ -79,8 +79,9 @@ static void *fresh_thread(void *arg)
 
 int main(int argc, char **argv)
 {
+	/* Class runs: packed objects (a young process's first medium ones) are test_pack's. */
 	static const char *const env[] = { "TIERALLOC_SHM_NAME=off", "TIERALLOC_ENFORCE=off",
-					   NULL };
+					   "TIERALLOC_PACK=0", NULL };
 	test_reexec_with_env(argv, env);
 	for (unsigned c = 0; c < TA_NCLASSES; c++) {
 		test_context("class %u (%u bytes): cap %u", c, ta_class_size[c],
