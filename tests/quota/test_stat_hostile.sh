@@ -8,7 +8,10 @@
 #   - terminal escapes, newlines, C1 controls and bytes that are not UTF-8 in the cgroup path
 #     and tier names: the table carries no control character and its lines stay where they
 #     are; the JSON parses and gives the strings back (invalid bytes as U+FFFD);
-#   - a FIFO named like a segment: reported as not a regular file, alone and in the listing;
+#   - a FIFO named like a segment: reported as not a regular file when named, left out of the
+#     listing (which shows segments by their content, not their name);
+#   - the default table stays within 100 columns whatever the strings' length (--wide prints
+#     them whole);
 #   - a cgroup v2 segment whose cgroup path leads outside /sys/fs/cgroup (a directory with a
 #     readable memory.numa_stat, one where it is a FIFO, a path with ".."), or to a FIFO under
 #     /sys/fs/cgroup where that is a tmpfs the test can write: memory.numa_stat is not read
@@ -21,7 +24,7 @@ set -euo pipefail
 FORGE=$TA_TEST_BUILDDIR/tests/quota/shm_forge
 STAT=$TA_TEST_BUILDDIR/tools/tieralloc-stat
 [[ -x $FORGE && -x $STAT ]] || ta_hard_error "shm_forge or tieralloc-stat not built"
-# The names tieralloc-stat lists start with tieralloc-v; q_cleanup removes $SEG_PREFIX* only.
+# q_cleanup removes $SEG_PREFIX* only.
 PFX=tieralloc-v1-test-hostile-$$-
 cg_dir=
 cleanup_hostile()
@@ -72,11 +75,15 @@ ta_require python3 python3
 
 # --- no NUL in the strings or anywhere after them ---
 "$FORGE" /dev/shm/"${PFX}nonul" nonul
-stat_run nonul --name "/${PFX}nonul"
+stat_run nonul --wide --name "/${PFX}nonul"
 a256=$(printf 'A%.0s' {1..256})
 grep -q "^/${PFX}nonul  cgroup $a256 (v" nonul.out ||
 	ta_fail "the path of a NUL-less segment is not its field's 256 bytes: $(head -c 600 nonul.out)"
 no_controls nonul.out
+stat_run nonul-narrow --name "/${PFX}nonul"
+no_controls nonul-narrow.out
+awk 'length($0) > 100 { bad = 1 } END { exit bad }' nonul-narrow.out ||
+	ta_fail "a line of the default table is wider than 100 columns: $(cat nonul-narrow.out)"
 stat_run nonul-json --json --name "/${PFX}nonul"
 json_check nonul-json.out "seg['cgroup']['path'] == 'A' * 256 and
 	all(t['name'] == 'A' * 32 for t in seg['tiers'])" "NUL-less strings in the JSON"
@@ -84,7 +91,7 @@ echo "no NUL: ok"
 
 # --- control characters ---
 "$FORGE" /dev/shm/"${PFX}ctrl" ctrl
-stat_run ctrl --name "/${PFX}ctrl"
+stat_run ctrl --wide --name "/${PFX}ctrl"
 no_controls ctrl.out
 # Header, memory.reclaim's note (v1), tier heading, two tiers, migrations, the access table's
 # two headings and two tiers, blank: eleven lines (no newline got through).
@@ -107,7 +114,13 @@ grep -q "^/${PFX}fifo: unreadable: not a regular file" fifo.out ||
 stat_run all --json
 python3 -c 'import json, sys; json.load(open(sys.argv[1], encoding="utf-8"))' all.out ||
 	ta_fail "the listing with hostile segments is not JSON"
-grep -q "${PFX}fifo" all.out || ta_fail "the listing misses the FIFO"
+grep -q "${PFX}fifo" all.out && ta_fail "the listing shows the FIFO, which is no segment"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1], encoding="utf-8"))
+sys.exit(0 if any(s["name"] == "/" + sys.argv[2] for s in d["segments"]) else 1)' all.out \
+	"${PFX}nonul" || ta_fail "the listing misses a valid forged segment"
+stat_run all-table
+awk 'length($0) > 100 { bad = 1 } END { exit bad }' all-table.out ||
+	ta_fail "a line of the full table is wider than 100 columns: $(awk 'length($0) > 100' all-table.out)"
 echo "FIFO segment: ok"
 
 # --- the cgroup's files: only regular files of cgroup2 under /sys/fs/cgroup ---
