@@ -29,3 +29,18 @@ EXTRA_DIST += tests/tools/test_stat_prometheus.sh
 if !SANITIZED
 TESTS += tests/tools/test_stat_prometheus.sh
 endif
+# tieralloc-stat as an operator's tool (test_stat_operator.sh): custom-named segments listed, a
+# dead process's segment shown gone and removed by --reap (a live or mapped one kept), the
+# default table within 100 columns, and the same counter named and valued alike in tieralloc-run's
+# summary and in tieralloc-stat. Preloaded processes: not in a sanitized build.
+EXTRA_DIST += tests/tools/test_stat_operator.sh
+if !SANITIZED
+TESTS += tests/tools/test_stat_operator.sh
+endif
+# The mount-namespace walk (test_stat_mntns.sh): a segment in an `unshare --mount` namespace with
+# its own /dev/shm tmpfs is found, labelled, shown gone and reaped there; the host's /dev/shm seen
+# through another namespace is listed once. Root only: elsewhere it says why and skips.
+EXTRA_DIST += tests/tools/test_stat_mntns.sh
+if !SANITIZED
+TESTS += tests/tools/test_stat_mntns.sh
+endif
