@@ -59,7 +59,9 @@ holder=$(awk '/^held / { print $2 }' ns.out)
 pids+=("$holder")
 [[ ! -e /dev/shm/$nsseg ]] || ta_fail "the namespace's segment is in the host's /dev/shm: no tmpfs of its own"
 for _ in $(seq 1 300); do
-	[[ -s /proc/$keeper/root/dev/shm/$nsseg ]] && "$STAT" --name "/$nsseg" >/dev/null 2>&1 && break
+	# Readable, and the holder's slot taken (the creator marks the segment ready first).
+	[[ -s /proc/$keeper/root/dev/shm/$nsseg ]] &&
+		"$STAT" --json --name "/$nsseg" 2>/dev/null | grep -q '"processes":1,' && break
 	sleep 0.1
 done
 

@@ -43,7 +43,7 @@ trap cleanup EXIT
 cd "$TA_WORK"
 
 # hold NAME: a preloaded sleep on segment NAME (tier 0 limited to 4 MiB); its pid in $held once
-# the segment is readable.
+# the segment is readable and its slot taken (the creator marks the segment ready first).
 hold()
 {
 	LD_PRELOAD=$TA_TEST_PRELOAD TIERALLOC_SHM_NAME=$1 TIERALLOC_TIERS="0;0" \
@@ -51,7 +51,7 @@ hold()
 	held=$!
 	pids+=("$held")
 	for _ in $(seq 1 300); do
-		"$STAT" --name "/$1" >/dev/null 2>&1 && return 0
+		"$STAT" --json --name "/$1" 2>/dev/null | grep -q '"processes":1,' && return 0
 		sleep 0.1
 	done
 	ta_fail "the process on $1 made no readable segment"
@@ -98,7 +98,7 @@ awk 'length($0) > 100 { bad = 1 } END { exit bad }' long.txt ||
 	ta_fail "the long name's table is wider than 100 columns: $(cat long.txt)"
 grep -q '\.\.\.' long.txt || ta_fail "the long name was not elided: $(cat long.txt)"
 "$STAT" --wide --name "/$long" | grep -qF "/$long  cgroup " || ta_fail "--wide does not print the whole name"
-echo "100 columns: ok ($(wc -l <all.txt) lines, $(grep -c process all.txt) segment(s))"
+echo "100 columns: ok ($(wc -l <all.txt) lines, $(grep -c ' process(es)' all.txt) segment(s))"
 
 # --- gone, and --reap ---
 json_check "$dead" 'seg["gone"] is True and seg["processes"] == 0 and seg["dead_slots"] == 1
