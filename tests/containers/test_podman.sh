@@ -30,7 +30,10 @@ HOG=$TA_TEST_BUILDDIR/tests/quota/quota_hog
 [[ -x $STAT ]] || ta_hard_error "tieralloc-stat not built: $STAT"
 [[ -x $HOG ]] || ta_hard_error "quota_hog not built (run make check): $HOG"
 
-# The rootfs: the programs and every library ldd lists for them, at the same paths.
+# The rootfs: the programs, libnuma (the preload loads it at start for memkind; without it the
+# preload passes every call to the C library) and every library ldd lists for them.
+libnuma=$(ldconfig -p | awk '$1 == "libnuma.so.1" { print $NF; exit }')
+[[ -n $libnuma ]] || missing "libnuma.so.1 is not installed (Debian package: libnuma1)"
 root=$TA_WORK/rootfs
 mkdir -p "$root"/{bin,dev/shm,proc,sys,tmp,etc,usr/lib/tieralloc}
 cp "$HOG" "$root/bin/quota_hog"
@@ -38,7 +41,7 @@ cp "$TA_TEST_PRELOAD" "$root/usr/lib/tieralloc/libtieralloc-preload.so"
 while read -r lib; do
 	mkdir -p "$root$(dirname "$lib")"
 	cp -L "$lib" "$root$lib"
-done < <(for f in "$HOG" "$TA_TEST_PRELOAD"; do
+done < <(echo "$libnuma"; for f in "$HOG" "$TA_TEST_PRELOAD" "$libnuma"; do
 	ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'
 done | sort -u)
 
@@ -123,6 +126,13 @@ ra=$(ask a "alloc 3M 64K 1")
 rb=$(ask b "alloc 3M 64K 1")
 echo "a: $ra"
 echo "b: $rb"
+# The preload started in full (memkind with libnuma), with nothing to say.
+for n in a b; do
+	if [[ -s $TA_WORK/$n.err ]]; then
+		cat "$TA_WORK/$n.err" >&2
+		ta_fail "container $n: the preload warned"
+	fi
+done
 # Both containers' processes run in cgroups of their own, which the host sees.
 for n in a b; do
 	pid=$(pm inspect -f '{{.State.Pid}}' "$tag-$n")
