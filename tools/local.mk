@@ -14,5 +14,7 @@ tools_tieralloc_demo_LDADD = $(DL_LIBS)
 # tieralloc-stat reads the shared segments: the validation and cgroup code, not the allocator
 # (linking the core would start an allocator, and a segment, in the tool itself).
 bin_PROGRAMS += tools/tieralloc-stat
-tools_tieralloc_stat_SOURCES = tools/tieralloc-stat.c tools/prom.c tools/prom.h src/quota/shm_abi.c src/quota/cgroup.c \
+tools_tieralloc_stat_SOURCES = tools/tieralloc-stat.c tools/prom.c tools/prom.h tools/record.c tools/record.h src/quota/shm_abi.c src/quota/cgroup.c \
 	src/base/topo.c src/base/log.c src/base/env.c
+# floor() and isfinite() of the recording's schedule (record.c).
+tools_tieralloc_stat_LDADD = -lm

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "prom.h"
+#include "record.h"
 #include "quota/cgroup.h"
 #include "quota/shm.h"
 
@@ -698,7 +699,7 @@ static void snapshot(struct seg *s, struct ta_prom_segment *p)
 	}
 }
 
-enum format { TABLE, JSON, PROMETHEUS };
+enum format { TABLE, JSON, PROMETHEUS, RECORD };
 
 /* The snapshots for --prometheus, written once all segments are read (a metric's samples must
  * come together). */
@@ -767,6 +768,14 @@ static bool show_all(const char *only, enum format format)
 	return !bad;
 }
 
+/* --record's samples: the segments as --prometheus reads them (show keeps their snapshots). */
+static unsigned record_collect(void *only, const struct ta_prom_segment **segs)
+{
+	show_all(only, RECORD);
+	*segs = prom_segs;
+	return prom_n;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tieralloc-stat [--json|--prometheus] [--watch SECONDS] [--name SEGMENT] "
@@ -778,6 +787,7 @@ static void usage(FILE *f)
 		   "  --watch N       redraw the table every N seconds (Ctrl-C to stop)\n"
 		   "  --name SEGMENT  only this segment (e.g. /tieralloc-v1-cg123-t1a2b3c4d)\n"
 		   "  --version       print \"tieralloc-stat VERSION\" and exit\n");
+	fputs(TA_RECORD_USAGE, f);
 }
 
 int main(int argc, char **argv)
@@ -789,11 +799,16 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "prometheus", no_argument, NULL, 'p' },
+		{ "record", required_argument, NULL, TA_OPT_RECORD },
+		{ "interval", required_argument, NULL, TA_OPT_INTERVAL },
+		{ "samples", required_argument, NULL, TA_OPT_SAMPLES },
+		{ "duration", required_argument, NULL, TA_OPT_DURATION },
 		{ NULL, 0, NULL, 0 },
 	};
 	enum format format = TABLE;
 	unsigned watch = 0;
 	const char *only = NULL;
+	struct ta_record rec = { 0 };
 	int c;
 	while ((c = getopt_long(argc, argv, "jw:n:h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -820,6 +835,13 @@ int main(int argc, char **argv)
 		case 'n':
 			only = optarg;
 			break;
+		case TA_OPT_RECORD:
+		case TA_OPT_INTERVAL:
+		case TA_OPT_SAMPLES:
+		case TA_OPT_DURATION:
+			if (ta_record_option(&rec, c, optarg) != 0)
+				return 2;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -831,10 +853,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc) {
+	if (optind != argc || (rec.path == NULL && rec.options_seen) ||
+	    (rec.path != NULL && (format != TABLE || watch != 0))) {
 		usage(stderr);
 		return 2;
 	}
+	if (rec.path != NULL)
+		return ta_record_run(&rec, record_collect, (void *)only);
 	for (;;) {
 		if (watch != 0 && format == TABLE)
 			printf("\033[H\033[2J");
