@@ -29,3 +29,9 @@ EXTRA_DIST += tests/tools/test_stat_prometheus.sh
 if !SANITIZED
 TESTS += tests/tools/test_stat_prometheus.sh
 endif
+# tieralloc-stat --record on a live segment that grows (test_stat_record.sh): the CSV's columns,
+# rows and charges, SIGTERM and SIGKILL, appending and refusing; its holder runs under the preload.
+EXTRA_DIST += tests/tools/test_stat_record.sh
+if !SANITIZED
+TESTS += tests/tools/test_stat_record.sh
+endif
