@@ -18,3 +18,13 @@ tools_tieralloc_stat_SOURCES = tools/tieralloc-stat.c tools/prom.c tools/prom.h 
 	src/base/topo.c src/base/log.c src/base/env.c
 # floor() and isfinite() of the recording's schedule (record.c).
 tools_tieralloc_stat_LDADD = -lm
+
+# tieralloc-plot draws a recording of tieralloc-stat --record with gnuplot: a POSIX sh script,
+# its version put in at build time.
+bin_SCRIPTS += tools/tieralloc-plot
+EXTRA_DIST += tools/tieralloc-plot.in
+CLEANFILES += tools/tieralloc-plot
+tools/tieralloc-plot: tools/tieralloc-plot.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) tools && \
+	sed -e 's|@PACKAGE_VERSION[@]|$(PACKAGE_VERSION)|g' $(srcdir)/tools/tieralloc-plot.in >$@.tmp && \
+	chmod +x $@.tmp && mv -f $@.tmp $@

@@ -35,3 +35,10 @@ EXTRA_DIST += tests/tools/test_stat_record.sh
 if !SANITIZED
 TESTS += tests/tools/test_stat_record.sh
 endif
+# tieralloc-plot (test_plot.sh): a recording of a live segment becomes a PNG, kept as
+# tests/tools/test_plot.png; hostile strings, broken rows and bad input. Needs gnuplot.
+EXTRA_DIST += tests/tools/test_plot.sh
+CLEANFILES += tests/tools/test_plot.png
+if !SANITIZED
+TESTS += tests/tools/test_plot.sh
+endif

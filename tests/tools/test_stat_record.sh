@@ -19,7 +19,8 @@ STAT=$TA_TEST_BUILDDIR/tools/tieralloc-stat
 [[ -x $STAT ]] || ta_hard_error "tieralloc-stat not built: $STAT"
 seg=tieralloc-v1-test-record-$$
 csv=$TA_WORK/rec.csv
-holder= recorder=
+holder=''
+recorder=
 stop_all()
 {
 	for p in $recorder $holder; do
