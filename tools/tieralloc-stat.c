@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "prom.h"
+#include "record.h"
 #include "stat_scan.h"
 #include "units.h"
 #include "quota/cgroup.h"
@@ -804,7 +805,7 @@ static void snapshot(struct seg *s, struct ta_prom_segment *p)
 	}
 }
 
-enum format { TABLE, JSON, PROMETHEUS };
+enum format { TABLE, JSON, PROMETHEUS, RECORD };
 
 /* One listing: its options, and what it found. */
 struct run {
@@ -958,6 +959,14 @@ static bool show_all(struct run *r)
 	return !r->bad;
 }
 
+/* --record's samples: the segments as --prometheus reads them (show keeps their snapshots). */
+static unsigned record_collect(void *run, const struct ta_prom_segment **segs)
+{
+	show_all(run);
+	*segs = prom_segs;
+	return prom_n;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tieralloc-stat [--json|--prometheus] [--wide] [--watch SECONDS] "
@@ -972,6 +981,7 @@ static void usage(FILE *f)
 		   "  --name SEGMENT  only this segment (e.g. /tieralloc-v1-cg123-t1a2b3c4d)\n"
 		   "  --reap          remove the segments shown gone (all their processes died)\n"
 		   "  --version       print \"tieralloc-stat VERSION\" and exit\n");
+	fputs(TA_RECORD_USAGE, f);
 }
 
 int main(int argc, char **argv)
@@ -985,10 +995,15 @@ int main(int argc, char **argv)
 		{ "prometheus", no_argument, NULL, 'p' },
 		{ "wide", no_argument, NULL, 'W' },
 		{ "reap", no_argument, NULL, 'R' },
+		{ "record", required_argument, NULL, TA_OPT_RECORD },
+		{ "interval", required_argument, NULL, TA_OPT_INTERVAL },
+		{ "samples", required_argument, NULL, TA_OPT_SAMPLES },
+		{ "duration", required_argument, NULL, TA_OPT_DURATION },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct run r = { .format = TABLE };
 	unsigned watch = 0;
+	struct ta_record rec = { 0 };
 	int c;
 	while ((c = getopt_long(argc, argv, "jw:n:h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -1021,6 +1036,13 @@ int main(int argc, char **argv)
 		case 'R':
 			r.reap = true;
 			break;
+		case TA_OPT_RECORD:
+		case TA_OPT_INTERVAL:
+		case TA_OPT_SAMPLES:
+		case TA_OPT_DURATION:
+			if (ta_record_option(&rec, c, optarg) != 0)
+				return 2;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -1032,9 +1054,20 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc) {
+	if (optind != argc || (rec.path == NULL && rec.options_seen)) {
 		usage(stderr);
 		return 2;
+	}
+	/* A recording is its own format on its own schedule, and it only reads (no --reap). */
+	if (rec.path != NULL && (r.format != TABLE || watch != 0 || r.reap)) {
+		fprintf(
+		    stderr,
+		    "tieralloc-stat: --record excludes --json, --prometheus, --watch and --reap\n");
+		return 2;
+	}
+	if (rec.path != NULL) {
+		r.format = RECORD;
+		return ta_record_run(&rec, record_collect, &r);
 	}
 	for (;;) {
 		if (watch != 0 && r.format == TABLE)

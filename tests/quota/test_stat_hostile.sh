@@ -7,7 +7,9 @@
 #     printed is the field's 256 bytes, never what lies past it;
 #   - terminal escapes, newlines, C1 controls and bytes that are not UTF-8 in the cgroup path
 #     and tier names: the table carries no control character and its lines stay where they
-#     are; the JSON parses and gives the strings back (invalid bytes as U+FFFD);
+#     are; the JSON parses and gives the strings back (invalid bytes as U+FFFD); --record writes
+#     each row as one line of ASCII that a CSV reader splits into the escaped strings, and a
+#     cgroup path with commas and quotes is quoted;
 #   - a FIFO named like a segment: reported as not a regular file when named, left out of the
 #     listing (which shows segments by their content, not their name);
 #   - the default table stays within 100 columns whatever the strings' length (--wide prints
@@ -105,6 +107,25 @@ json_check ctrl-json.out "seg['cgroup']['path'] == '/sys/fs/cgroup/\x1b[2J\x1b]0
 	"control characters in the JSON"
 LC_ALL=C grep -q $'[\x01-\x1f\x7f]' ctrl-json.out && ta_fail "a raw control character in the JSON"
 echo "control characters: ok"
+
+# --- --record: one line of ASCII per row; the CSV gives the escaped strings back, and a comma or
+# quote in a string is quoted as CSV asks ---
+stat_run ctrl-rec --record ctrl.csv --samples 1 --name "/${PFX}ctrl"
+no_controls ctrl.csv
+[[ $(wc -l <ctrl.csv) -eq 3 ]] || ta_fail "--record: a row is not one line: $(cat -A ctrl.csv)"
+"$FORGE" /dev/shm/"${PFX}comma" cgroup2 '/sys/fs/cgroup/a,"b",c'
+stat_run comma-rec --record comma.csv --samples 1 --name "/${PFX}comma"
+grep -qF ',"/sys/fs/cgroup/a,""b"",c",' comma.csv || ta_fail "--record: not quoted: $(cat comma.csv)"
+python3 - ctrl.csv comma.csv <<'PY' || ta_fail "--record: the CSV does not give the strings back"
+import csv, sys
+ctrl, comma = ([r for r in csv.reader(open(p, newline=""))] for p in sys.argv[1:3])
+assert all(len(r) == 18 for r in ctrl + comma) and len(ctrl) == len(comma) == 3
+want = r"/sys/fs/cgroup/\x1b[2J\x1b]0;owned\x07\x0afake line\x0d\xc2\x9b31m\xff\xfe\x7f\\end"
+assert ctrl[1][2] == want, ctrl[1][2]
+assert ctrl[1][5] == r"\x1b[31mred\x0a" and ctrl[2][5] == r"\x1b" * 32, ctrl
+assert comma[1][2] == '/sys/fs/cgroup/a,"b",c', comma[1][2]
+PY
+echo "--record: ok"
 
 # --- a FIFO named like a segment ---
 mkfifo /dev/shm/"${PFX}fifo"

@@ -44,3 +44,16 @@ EXTRA_DIST += tests/tools/test_stat_mntns.sh
 if !SANITIZED
 TESTS += tests/tools/test_stat_mntns.sh
 endif
+# tieralloc-stat --record on a live segment that grows (test_stat_record.sh): the CSV's columns,
+# rows and charges, SIGTERM and SIGKILL, appending and refusing; its holder runs under the preload.
+EXTRA_DIST += tests/tools/test_stat_record.sh
+if !SANITIZED
+TESTS += tests/tools/test_stat_record.sh
+endif
+# tieralloc-plot (test_plot.sh): a recording of a live segment becomes a PNG, kept as
+# tests/tools/test_plot.png; hostile strings, broken rows and bad input. Needs gnuplot.
+EXTRA_DIST += tests/tools/test_plot.sh
+CLEANFILES += tests/tools/test_plot.png
+if !SANITIZED
+TESTS += tests/tools/test_plot.sh
+endif

@@ -6,6 +6,7 @@
 # /dev/shm, in which a preloaded sleep makes a segment and a plain sleep keeps the namespace:
 #   - the segment is listed (named and in the full listing), labelled with the pid it was seen
 #     through, with its live process counted (liveness read in that namespace's /proc);
+#   - --record --name samples it there (its rows, its live process);
 #   - the host's /dev/shm, seen again through a second namespace that shares it, is listed once;
 #   - once the preloaded process is killed, the segment is gone, and --reap --name removes it
 #     from the namespace's tmpfs.
@@ -83,6 +84,15 @@ json_check named.json "seg is not None and seg['namespace_pid'] in ($keeper, $ho
 grep -Eq "^/$nsseg \\(mount ns of pid ($keeper|$holder)\\)  1 process\\(es\\)$" named.txt ||
 	ta_fail "the table does not label the namespace: $(cat named.txt)"
 echo "segment in another mount namespace: ok (seen through $(grep -o "pid [0-9]*" named.txt))"
+# --record samples it there too: one row per tier, its segment, its live process.
+"$STAT" --record ns.csv --samples 1 --name "/$nsseg" || ta_fail "--record --name /$nsseg failed"
+python3 - ns.csv "/$nsseg" <<'PY' || ta_fail "--record of the namespace's segment: $(cat ns.csv)"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+assert len(rows) == 2 and all(r["segment"] == sys.argv[2] and r["processes"] == "1" for r in rows)
+assert sorted(r["tier"] for r in rows) == ["0", "1"]
+PY
+echo "recorded in another mount namespace: ok"
 
 # The host's /dev/shm through a second namespace that shares it: one entry, ours.
 LD_PRELOAD=$TA_TEST_PRELOAD TIERALLOC_SHM_NAME=$hostseg TIERALLOC_TIERS="0;0" sleep 300 &
