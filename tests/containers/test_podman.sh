@@ -32,7 +32,9 @@ HOG=$TA_TEST_BUILDDIR/tests/quota/quota_hog
 
 # The rootfs: the programs, libnuma (the preload loads it at start for memkind; without it the
 # preload passes every call to the C library) and every library ldd lists for them.
-libnuma=$(ldconfig -p | awk '$1 == "libnuma.so.1" { print $NF; exit }')
+# awk reads to the end: an early exit would kill ldconfig with SIGPIPE, which pipefail and set -e
+# turn into the script's end (status 141).
+libnuma=$(ldconfig -p | awk '$1 == "libnuma.so.1" && !n++ { print $NF }')
 [[ -n $libnuma ]] || missing "libnuma.so.1 is not installed (Debian package: libnuma1)"
 root=$TA_WORK/rootfs
 mkdir -p "$root"/{bin,dev/shm,proc,sys,tmp,etc,usr/lib/tieralloc}
