@@ -3,10 +3,13 @@
 #
 # The Podman recipe of docs/containers.md, run: two containers from a rootfs directory (no
 # registry: the preload library, quota_hog and the C library copied into a directory), each with
-# its own TIERALLOC_* values and the host's /dev/shm, each holding memory; one tieralloc-stat on
-# the host must show two segments, each with the limits and charges its container was given.
-#   a: --memory 256m, two tiers on node 0: each tier's max is half of the cgroup's 256M
-#   b: TIERALLOC_TIER_LIMITS 0.max=1M: 3M of allocations, at most 1M in tier 0, the rest in tier 1
+# its own TIERALLOC_* values and its own private /dev/shm (podman's default), each holding
+# memory; one tieralloc-stat on the host must find both segments in the containers' mount
+# namespaces, each with the limits and charges its container was given and its live process.
+#   a: --memory 256m, two tiers on node 0: each tier's max is half of the cgroup's 256M; the
+#      default segment name (found by the namespace it was seen through)
+#   b: TIERALLOC_TIER_LIMITS 0.max=1M: 3M of allocations, at most 1M in tier 0, the rest in
+#      tier 1; a TIERALLOC_SHM_NAME of its own, which --name finds
 # Needs root and podman (tests/install-deps.sh installs it with runc): skipped (77) without them,
 # failed under CI=true, where install-deps.sh ran on a machine where podman works.
 set -euo pipefail
@@ -59,7 +62,8 @@ nofile=$(ulimit -Hn)
 nproc=$(ulimit -Hu)
 [[ $nproc == unlimited || $nproc -gt 32768 ]] && nproc=32768
 
-# tieralloc-stat (and tierallocd) list the names that start with "tieralloc-v".
+# Container names; b's segment is named after its container (tierallocd looks only at names
+# starting with "tieralloc-"; tieralloc-stat at every segment, whatever its name).
 tag=tieralloc-v1-test-podman-$$
 names=()
 cleanup()
@@ -86,8 +90,8 @@ start()
 	cmd_fd[$n]=$fd
 	pm run --rm -i --name "$tag-$n" --network none \
 		--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc" \
-		-v /dev/shm:/dev/shm -e LD_PRELOAD=/usr/lib/tieralloc/libtieralloc-preload.so \
-		-e TIERALLOC_SHM_NAME="$tag-$n" "$@" --rootfs "$root" /bin/quota_hog \
+		-e LD_PRELOAD=/usr/lib/tieralloc/libtieralloc-preload.so \
+		"$@" --rootfs "$root" /bin/quota_hog \
 		<"$TA_WORK/$n.in" >"$TA_WORK/$n.out" 2>"$TA_WORK/$n.err" &
 }
 # ask NAME COMMAND: send one command, print its reply (quota_hog answers every command with one
@@ -123,7 +127,8 @@ wait
 echo "podman runs containers: ok"
 
 start a --memory 256m -e TIERALLOC_TIERS="0;0"
-start b -e TIERALLOC_TIERS="0;0" -e TIERALLOC_TIER_LIMITS="0.max=1M;0.high=1M"
+start b -e TIERALLOC_TIERS="0;0" -e TIERALLOC_TIER_LIMITS="0.max=1M;0.high=1M" \
+	-e TIERALLOC_SHM_NAME="$tag-b"
 ra=$(ask a "alloc 3M 64K 1")
 rb=$(ask b "alloc 3M 64K 1")
 echo "a: $ra"
@@ -135,31 +140,49 @@ for n in a b; do
 		ta_fail "container $n: the preload warned"
 	fi
 done
-# Both containers' processes run in cgroups of their own, which the host sees.
+# Both containers' processes run in cgroups of their own, which the host sees, and in mount
+# namespaces of their own, whose /dev/shm is not the host's.
+declare -A cpid
 for n in a b; do
-	pid=$(pm inspect -f '{{.State.Pid}}' "$tag-$n")
-	grep -q "libpod-" "/proc/$pid/cgroup" || ta_fail "container $n: not in a cgroup of its own"
+	cpid[$n]=$(pm inspect -f '{{.State.Pid}}' "$tag-$n")
+	grep -q "libpod-" "/proc/${cpid[$n]}/cgroup" ||
+		ta_fail "container $n: not in a cgroup of its own"
 done
+[[ ! -e /dev/shm/$tag-b ]] || ta_fail "b's segment is in the host's /dev/shm: not a private one"
 
 # One tieralloc-stat on the host: both segments, each with its container's values.
 all=$("$STAT" --json)
-ja=$("$STAT" --json --name "/$tag-a")
 jb=$("$STAT" --json --name "/$tag-b")
-python3 - "$all" "$ja" "$jb" "$tag" <<'PY' || ta_fail "tieralloc-stat --json: see above"
-import json, sys
-all_doc, tag = json.loads(sys.argv[1]), sys.argv[4]
-names = {s["name"] for s in all_doc["segments"]}
+args=("$all" "$jb" "$tag" "${cpid[a]}" "${cpid[b]}" "$TA_WORK/a.name")
+python3 - "${args[@]}" <<'PY' || ta_fail "tieralloc-stat --json: see above"
+import json, os, sys
+all_doc, tag = json.loads(sys.argv[1]), sys.argv[3]
 ok = True
 def check(what, cond, doc):
     global ok
     if not cond:
         ok = False
         print("FAIL:", what, json.dumps(doc, indent=1), file=sys.stderr)
-check("both segments in the listing", {"/" + tag + "-a", "/" + tag + "-b"} <= names, sorted(names))
+# A segment belongs to a container when it was seen through a process of the container's mount
+# namespace.
+def mntns(pid):
+    return os.readlink(f"/proc/{pid}/ns/mnt")
+def of(pid):
+    return [s for s in all_doc["segments"] if s["namespace_pid"] is not None
+            and mntns(s["namespace_pid"]) == mntns(pid)]
+seg_a, seg_b = of(sys.argv[4]), of(sys.argv[5])
+check("one segment in each container's namespace", len(seg_a) == len(seg_b) == 1,
+      [(s["name"], s["namespace_pid"]) for s in all_doc["segments"]])
+if not ok:
+    sys.exit(1)
+a, b = seg_a[0], json.loads(sys.argv[2])["segments"][0]
+open(sys.argv[6], "w").write(a["name"])
+check("b: its TIERALLOC_SHM_NAME, by --name",
+      b["name"] == "/" + tag + "-b" and seg_b[0]["name"] == b["name"], b)
 M = 1 << 20
-a, b = json.loads(sys.argv[2])["segments"][0], json.loads(sys.argv[3])["segments"][0]
 for name, s in (("a", a), ("b", b)):
-    check(name + ": one process, two tiers", s["processes"] == 1 and len(s["tiers"]) == 2, s)
+    check(name + ": one live process, two tiers",
+          s["processes"] == 1 and not s["gone"] and len(s["tiers"]) == 2, s)
 a0, a1 = a["tiers"]
 b0, b1 = b["tiers"]
 # a: the container's memory limit (256M), split between the two tiers on one node.
@@ -172,7 +195,11 @@ check("b: tier 0 within 1M, the rest in tier 1",
 check("b: no limit from a's cgroup", b1["max"] != 128 * M, b)
 sys.exit(0 if ok else 1)
 PY
-echo "tieralloc-stat on the host: two segments, each with its container's values: ok"
+echo "tieralloc-stat on the host: both containers' segments (own namespaces), own values: ok"
+# The table, in the log, as docs/containers.md shows it (a's default name is shared by every
+# container on cgroup v1: --name lists it in each namespace that has it).
+"$STAT" --name "$(cat "$TA_WORK/a.name")"
+"$STAT" --name "/$tag-b"
 
 for n in a b; do
 	echo quit >&"${cmd_fd[$n]}"
