@@ -844,7 +844,7 @@ static bool snapshot(struct ta_agent_segments *set, struct segment *s, struct ta
 		pt->observed = atomic_load(&r->observed);
 		pt->steered_away = atomic_load(&r->steered_away);
 		pt->overflowed = atomic_load(&r->overflowed);
-		pt->exhausted = atomic_load(&r->exhausted);
+		pt->refused_max = atomic_load(&r->exhausted);
 		pt->reclaimed = atomic_load(&r->reclaimed);
 		pt->have_enforcement = enforcement;
 		if (enforcement) {

@@ -7,6 +7,7 @@ include tests/bpf/local.mk
 include tests/tools/local.mk
 include tests/man/local.mk
 include tests/pkg/local.mk
+include tests/containers/local.mk
 
 # The layers of src/: the include rule (tests/check-layers.sh).
 TESTS += tests/check-layers.sh

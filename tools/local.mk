@@ -2,7 +2,7 @@
 # A program, not a script: it passes the command's death by a signal on as its own, and needs no
 # bash or awk. It finds the installed preload library and demo by these paths.
 bin_PROGRAMS += tools/tieralloc-run
-tools_tieralloc_run_SOURCES = tools/tieralloc-run.c
+tools_tieralloc_run_SOURCES = tools/tieralloc-run.c tools/units.c tools/units.h
 tools_tieralloc_run_CPPFLAGS = $(AM_CPPFLAGS) -DTA_LIBDIR='"$(libdir)"' \
 	-DTA_LIBEXECDIR='"$(libexecdir)"'
 
@@ -14,5 +14,19 @@ tools_tieralloc_demo_LDADD = $(DL_LIBS)
 # tieralloc-stat reads the shared segments: the validation and cgroup code, not the allocator
 # (linking the core would start an allocator, and a segment, in the tool itself).
 bin_PROGRAMS += tools/tieralloc-stat
-tools_tieralloc_stat_SOURCES = tools/tieralloc-stat.c tools/prom.c tools/prom.h src/quota/shm_abi.c src/quota/cgroup.c \
+tools_tieralloc_stat_SOURCES = tools/tieralloc-stat.c tools/prom.c tools/prom.h \
+	tools/record.c tools/record.h tools/stat_scan.c tools/stat_scan.h tools/units.c tools/units.h \
+	src/quota/shm_abi.c src/quota/cgroup.c \
 	src/base/topo.c src/base/log.c src/base/env.c
+# floor() and isfinite() of the recording's schedule (record.c).
+tools_tieralloc_stat_LDADD = -lm
+
+# tieralloc-plot draws a recording of tieralloc-stat --record with gnuplot: a POSIX sh script,
+# its version put in at build time.
+bin_SCRIPTS += tools/tieralloc-plot
+EXTRA_DIST += tools/tieralloc-plot.in
+CLEANFILES += tools/tieralloc-plot
+tools/tieralloc-plot: tools/tieralloc-plot.in Makefile
+	$(AM_V_GEN)$(MKDIR_P) tools && \
+	sed -e 's|@PACKAGE_VERSION[@]|$(PACKAGE_VERSION)|g' $(srcdir)/tools/tieralloc-plot.in >$@.tmp && \
+	chmod +x $@.tmp && mv -f $@.tmp $@

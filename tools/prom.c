@@ -2,8 +2,10 @@
 /*
  * The Prometheus text exposition (format 0.0.4) of segment snapshots: see prom.h. Names follow
  * Prometheus' conventions: the prefix tieralloc_, the unit in the name (_bytes, _pages, _ratio),
- * counters ending in _total. A limit that is not set is +Inf, as the format allows; a value the
- * segment does not have (an older ABI, no agent, no cgroup v2) is left out, not written as 0.
+ * counters ending in _total; the counters are named as tieralloc-stat's table and JSON and
+ * tieralloc-run's summary name them (steered_away, overflowed, refused_max). A limit that is not
+ * set is +Inf, as the format allows; a value the segment does not have (an older ABI, no agent, no
+ * cgroup v2) is left out, not written as 0.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +35,7 @@ FIELD_GETTER(get_peak, true, t->peak)
 FIELD_GETTER(get_observed, t->have_observed, t->observed)
 FIELD_GETTER(get_steered, true, t->steered_away)
 FIELD_GETTER(get_overflowed, true, t->overflowed)
-FIELD_GETTER(get_exhausted, true, t->exhausted)
+FIELD_GETTER(get_refused_max, true, t->refused_max)
 FIELD_GETTER(get_reclaimed, true, t->reclaimed)
 FIELD_GETTER(get_untracked, t->have_enforcement, t->untracked)
 FIELD_GETTER(get_demoted, t->have_enforcement, t->demoted)
@@ -72,13 +74,13 @@ static const struct tier_metric {
 	{ "tier_observed_bytes",
 	  "The kernel's usage of the cgroup on the tier's nodes (memory.numa_stat, cgroup v2).",
 	  GAUGE, PLAIN, get_observed },
-	{ "tier_steered_total",
+	{ "tier_steered_away_total",
 	  "Times a thread found the tier at its high or max share and moved on.", COUNTER, PLAIN,
 	  get_steered },
-	{ "tier_overflow_total", "Allocations placed in the tier although every tier was at max.",
+	{ "tier_overflowed_total", "Allocations placed in the tier although every tier was at max.",
 	  COUNTER, PLAIN, get_overflowed },
-	{ "tier_exhausted_total", "Charges the tier refused at its max share.", COUNTER, PLAIN,
-	  get_exhausted },
+	{ "tier_refused_max_total", "Charges the tier refused at its max share.", COUNTER, PLAIN,
+	  get_refused_max },
 	{ "tier_reclaimed_bytes_total", "Charges taken back from dead processes.", COUNTER, PLAIN,
 	  get_reclaimed },
 	{ "tier_untracked_bytes", "Observed usage beyond the charges at the last reading.", GAUGE,

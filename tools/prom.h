@@ -24,7 +24,7 @@ struct ta_prom_tier {
 	uint32_t share_ppm;
 	bool have_observed;
 	uint64_t observed;
-	uint64_t steered_away, overflowed, exhausted, reclaimed;
+	uint64_t steered_away, overflowed, refused_max, reclaimed;
 	bool have_enforcement; /* ABI minor 1 */
 	uint64_t untracked, demoted, reclaim_asked, reclaims, gated;
 	bool have_access; /* ABI minor 3 */

@@ -30,6 +30,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "units.h"
+
 #ifndef TA_LIBDIR
 #define TA_LIBDIR "/usr/local/lib"
 #endif
@@ -249,7 +251,7 @@ static int statically_linked(const char *path)
 struct tier_sum {
 	bool seen, bound;
 	char name[64], nodes[64], kind[64];
-	double capacity, allocs, steered, exhausted, peak, live;
+	double capacity, allocs, steered_in, steered_away, peak, live;
 	double resident[MAX_NODES];
 };
 
@@ -275,7 +277,7 @@ static void add_line(struct summary *s, char *line)
 	char *save = NULL, *tok = strtok_r(line, " \n", &save);
 	const char *f_pid = NULL, *f_comm = NULL, *f_tier = NULL, *f_name = "", *f_nodes = "",
 		   *f_kind = "", *f_bound = "", *f_res = "-";
-	double cap = 0, allocs = 0, steered = 0, exhausted = 0, peak = 0, live = 0;
+	double cap = 0, allocs = 0, steered_in = 0, steered_away = 0, peak = 0, live = 0;
 	for (tok = strtok_r(NULL, " \n", &save); tok != NULL; tok = strtok_r(NULL, " \n", &save)) {
 		char *eq = strchr(tok, '=');
 		if (eq == NULL)
@@ -303,9 +305,10 @@ static void add_line(struct summary *s, char *line)
 		else if (strcmp(k, "allocs") == 0)
 			allocs = strtod(v, NULL);
 		else if (strcmp(k, "steered_in") == 0)
-			steered = strtod(v, NULL);
-		else if (strcmp(k, "exhausted") == 0)
-			exhausted = strtod(v, NULL);
+			steered_in = strtod(v, NULL);
+		/* "exhausted": its name in a library before the tools shared one vocabulary. */
+		else if (strcmp(k, "steered_away") == 0 || strcmp(k, "exhausted") == 0)
+			steered_away = strtod(v, NULL);
 		else if (strcmp(k, "peak") == 0)
 			peak = strtod(v, NULL);
 		else if (strcmp(k, "live") == 0)
@@ -343,8 +346,8 @@ static void add_line(struct summary *s, char *line)
 	ts->bound = strcmp(f_bound, "1") == 0;
 	ts->capacity = cap;
 	ts->allocs += allocs;
-	ts->steered += steered;
-	ts->exhausted += exhausted;
+	ts->steered_in += steered_in;
+	ts->steered_away += steered_away;
 	ts->live += live;
 	if (peak > ts->peak)
 		ts->peak = peak;
@@ -363,16 +366,10 @@ static void add_line(struct summary *s, char *line)
 	}
 }
 
+/* As tieralloc-stat prints bytes (units.c). */
 static const char *human(double b, char *buf, size_t size)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	unsigned i = 0;
-	for (; b >= 1024 && i < 4; i++)
-		b /= 1024;
-	if (i == 0)
-		snprintf(buf, size, "%lld %s", (long long)b, units[i]);
-	else
-		snprintf(buf, size, "%.1f %s", b, units[i]);
+	ta_iec_bytes(b > 0 ? (uint64_t)b : 0, buf, size);
 	return buf;
 }
 
@@ -433,8 +430,8 @@ static void print_summary(FILE *in, char **cmdv, int wstatus, bool verbose)
 		free(s);
 		return;
 	}
-	fprintf(stderr, "%-4s %-8s %-6s %-21s %10s %11s %10s %10s %11s %10s  %s\n", "tier", "name",
-		"nodes", "kind", "capacity", "allocs", "steered-in", "exhausted", "peak(max)",
+	fprintf(stderr, "%-4s %-8s %-6s %-21s %10s %11s %10s %12s %11s %10s  %s\n", "tier", "name",
+		"nodes", "kind", "capacity", "allocs", "steered_in", "steered_away", "peak(max)",
 		"live@exit", "resident (small objects)");
 	bool unbound = false;
 	for (unsigned t = 0; t < s->ntiers; t++) {
@@ -450,11 +447,11 @@ static void print_summary(FILE *in, char **cmdv, int wstatus, bool verbose)
 			}
 		snprintf(kind, sizeof(kind), "%s%s", ts->kind, ts->bound ? "" : "*");
 		unbound |= !ts->bound;
-		fprintf(stderr, "%-4u %-8s %-6s %-21s %10s %11lld %10lld %10lld %11s %10s  %s\n", t,
+		fprintf(stderr, "%-4u %-8s %-6s %-21s %10s %11lld %10lld %12lld %11s %10s  %s\n", t,
 			ts->name, ts->nodes, kind, human(ts->capacity, cap, sizeof(cap)),
-			(long long)ts->allocs, (long long)ts->steered, (long long)ts->exhausted,
-			human(ts->peak, peak, sizeof(peak)), human(ts->live, live, sizeof(live)),
-			res[0] ? res : "-");
+			(long long)ts->allocs, (long long)ts->steered_in,
+			(long long)ts->steered_away, human(ts->peak, peak, sizeof(peak)),
+			human(ts->live, live, sizeof(live)), res[0] ? res : "-");
 	}
 	if (unbound)
 		fputs("* not bound to its nodes: memkind could not express this tier\n", stderr);

@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tieralloc-stat: the per-cgroup, per-tier quotas as every tieralloc process of a container
- * charges them. Lists the shared segments in /dev/shm and, per tier: the limits (min, low, high,
- * max), the charge, the kernel's usage on the tier's nodes (memory.numa_stat, cgroup v2), the
- * headroom and the event counts; and, when the agent (tierallocd) writes them, the pages the
- * kernel promoted, demoted and moved into each tier, with their rates. A plain table, JSON
- * (--json), Prometheus' text exposition (--prometheus, formatted by prom.c, which the agent
- * shares), or a table refreshed every N seconds (--watch N). Read-only: it never writes or
- * creates a segment.
+ * charges them. Lists the shared segments in /dev/shm and in the /dev/shm of every other mount
+ * namespace it may read (stat_scan.c), recognised by their content (a valid header), whatever
+ * their name; and, per tier: the limits (min, low, high, max), the charge, the kernel's usage on
+ * the tier's nodes (memory.numa_stat, cgroup v2), the headroom and the event counts; and, when the
+ * agent (tierallocd) writes them, the pages the kernel promoted, demoted and moved into each tier,
+ * with their rates. A table that fits 100 columns (--wide: every column), JSON (--json),
+ * Prometheus' text exposition (--prometheus, formatted by prom.c, which the agent shares), or a
+ * table refreshed every N seconds (--watch N). The counters are named as tieralloc-run's summary
+ * names them, and bytes printed as it prints them (units.c).
+ *
+ * Read-only: it never writes or creates a segment. A segment whose every process died is shown
+ * "gone", its charges as they will be once taken back (zero); --reap unlinks such segments (only
+ * that: their content is not touched), after checking again, just before, that no process of
+ * theirs lives and that no process maps the file.
  *
  * It is often run as root, and a segment is whatever its owner (any user) wrote: nothing read
  * from one is trusted.
@@ -37,12 +44,16 @@
 #include <unistd.h>
 
 #include "prom.h"
+#include "record.h"
+#include "stat_scan.h"
+#include "units.h"
 #include "quota/cgroup.h"
 #include "quota/shm.h"
 
 #define MAX_SEGMENT_BYTES (1u << 20)
 #define CGROUP_MOUNT	  "/sys/fs/cgroup"
 #define TIER_NAME_MAX	  sizeof(((struct ta_shm_tier *)0)->name)
+#define COLUMNS		  100 /* the default table's width */
 
 struct seg {
 	char name[300];	    /* "/" and the file's name, as read: printed escaped */
@@ -50,7 +61,14 @@ struct seg {
 	const struct ta_shm_header *hdr; /* = buf once it validated */
 	size_t size;
 	uid_t owner;
-	const char *error; /* why it could not be read, or NULL */
+	dev_t dev;
+	ino_t ino;
+	const char *error;	      /* why it could not be read, or NULL */
+	const struct ta_place *place; /* where it was found: its namespace's /proc */
+	/* Its slots' processes, counted once when read: alive, dead (or left marked by a
+	 * reclaimer); gone when none lives and some did. */
+	unsigned alive, dead;
+	bool gone;
 	/* The strings, bounded by their fields and terminated. */
 	char cgroup_path[TA_SHM_PATH_MAX + 1];
 	char tier_name[TA_SHM_MAX_TIERS][TIER_NAME_MAX + 1];
@@ -140,20 +158,33 @@ static void json_string(const char *str)
 	putchar('"');
 }
 
+/* Bytes as tieralloc-run prints them (IEC, one decimal); "max" for no limit. */
 static void human(uint64_t v, char *buf, size_t n)
 {
-	static const char *const units[] = { "B", "K", "M", "G", "T" };
-	if (v == TA_SHM_UNLIMITED) {
+	if (v == TA_SHM_UNLIMITED)
 		snprintf(buf, n, "max");
+	else
+		ta_iec_bytes(v, buf, n);
+}
+
+/* A count in at most width characters: in full, or as 1.84e+19 when it does not fit (a forged
+ * counter must not widen the table). */
+static void count(uint64_t v, int width, char *buf, size_t n)
+{
+	if (snprintf(buf, n, "%llu", (unsigned long long)v) > width)
+		snprintf(buf, n, "%.2e", (double)v);
+}
+
+/* s (ASCII, already escaped) in at most max characters: its middle elided with "...". */
+static void elide(const char *s, size_t max, char *out, size_t n)
+{
+	size_t len = strlen(s);
+	if (len <= max || max < 8) {
+		snprintf(out, n, "%s", s);
 		return;
 	}
-	double d = (double)v;
-	unsigned u = 0;
-	while (d >= 1024 && u < 4) {
-		d /= 1024;
-		u++;
-	}
-	snprintf(buf, n, u == 0 ? "%.0f%s" : "%.1f%s", d, units[u]);
+	size_t head = (max - 3) / 2, tail = max - 3 - head;
+	snprintf(out, n, "%.*s...%s", (int)head, s, s + len - tail);
 }
 
 /* Read len bytes at off of the file into the copy (within its size: checked by the caller). */
@@ -172,18 +203,21 @@ static void take_string(char *dst, const char *field, size_t n)
 	dst[len] = '\0';
 }
 
-static int open_seg(const char *file, struct seg *s)
+static void count_processes(struct seg *s);
+
+/* Read the segment named file in the place's directory into s: 0, or -1 with s->error. */
+static int open_seg(const struct ta_place *place, const char *file, struct seg *s)
 {
 	memset(s, 0, sizeof(*s));
+	s->place = place;
 	snprintf(s->name, sizeof(s->name), "/%s", file);
 	if (strchr(file, '/') != NULL || strcmp(file, "..") == 0 || strcmp(file, ".") == 0) {
 		s->error = "not a name in /dev/shm";
 		return -1;
 	}
-	char path[600];
-	snprintf(path, sizeof(path), "%s/%s", shm_dir, file);
 	/* Non-blocking: opening a FIFO for reading waits for a writer. */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	int fd =
+	    openat(place->dirfd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		s->error = strerror(errno);
@@ -192,6 +226,8 @@ static int open_seg(const char *file, struct seg *s)
 		return -1;
 	}
 	s->owner = st.st_uid;
+	s->dev = st.st_dev;
+	s->ino = st.st_ino;
 	if (!S_ISREG(st.st_mode)) {
 		s->error = "not a regular file";
 		close(fd);
@@ -239,6 +275,7 @@ static int open_seg(const char *file, struct seg *s)
 	}
 	s->hdr = h;
 	take_string(s->cgroup_path, h->cgroup_path, sizeof(h->cgroup_path));
+	count_processes(s);
 	return 0;
 }
 
@@ -267,21 +304,35 @@ static const char *tier_name(struct seg *s, unsigned t)
 	return s->tier_name[t];
 }
 
-/* Processes attached and alive; dead ones still holding a slot are counted apart. */
-static void count_processes(const struct seg *s, unsigned *alive, unsigned *dead)
+/* The slot's process lives, by pid and start time in the /proc of the segment's namespace. */
+static bool slot_live(const struct seg *s, unsigned i)
 {
-	*alive = *dead = 0;
+	struct ta_shm_slot *slot = (struct ta_shm_slot *)slot_rec(s, i);
+	uint32_t pid = atomic_load(&slot->pid);
+	return pid != UINT32_MAX &&
+	       ta_slot_alive(s->place->proc, pid, atomic_load(&slot->start_time));
+}
+
+/* Processes attached and alive, and slots of dead ones not yet taken back. A slot held by a
+ * reclaimer's marker is not a process, but the reclaimer holds a slot of its own: when no slot
+ * lives, the marker is left by a dead one and counts as dead. */
+static void count_processes(struct seg *s)
+{
 	unsigned n = s->hdr->max_slots < TA_SHM_MAX_SLOTS ? s->hdr->max_slots : TA_SHM_MAX_SLOTS;
+	unsigned marked = 0;
 	for (unsigned i = 0; i < n; i++) {
 		uint32_t pid = atomic_load(&((struct ta_shm_slot *)slot_rec(s, i))->pid);
-		if (pid == 0 || pid == UINT32_MAX)
+		if (pid == 0)
 			continue;
-		/* Not a process group (a negative pid_t): an absurd pid is no process. */
-		if (pid <= INT32_MAX && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
-			(*alive)++;
+		if (pid == UINT32_MAX)
+			marked++;
+		else if (slot_live(s, i))
+			s->alive++;
 		else
-			(*dead)++;
+			s->dead++;
 	}
+	/* No slot in use at all: a segment just made, whose creator is about to take its slot. */
+	s->gone = s->alive == 0 && s->dead + marked > 0;
 }
 
 /*
@@ -348,6 +399,13 @@ static uint64_t ld(const _Atomic uint64_t *p)
 	return atomic_load((_Atomic uint64_t *)p);
 }
 
+/* What the tier is charged; zero in a gone segment, as it will be once its slots are taken back
+ * (every slot's charge is part of the tier's: their dead processes hold nothing). */
+static uint64_t charged_of(const struct seg *s, const struct ta_shm_tier *r)
+{
+	return s->gone ? 0 : ld(&r->charged);
+}
+
 /* Tier t's bytes by heat at each live process's last access sample (ABI minor 3): false when
  * the segment has no access block. Dead processes' records are not counted. */
 static bool access_sums(const struct seg *s, unsigned t, uint64_t *hot, uint64_t *cold)
@@ -358,9 +416,7 @@ static bool access_sums(const struct seg *s, unsigned t, uint64_t *hot, uint64_t
 		return false;
 	unsigned n = s->hdr->max_slots < TA_SHM_MAX_SLOTS ? s->hdr->max_slots : TA_SHM_MAX_SLOTS;
 	for (unsigned i = 0; i < n; i++) {
-		uint32_t pid = atomic_load(&((struct ta_shm_slot *)slot_rec(s, i))->pid);
-		if (pid == 0 || pid == UINT32_MAX || pid > INT32_MAX ||
-		    (kill((pid_t)pid, 0) != 0 && errno != EPERM))
+		if (!slot_live(s, i))
 			continue;
 		*hot += ld(&acc->slot[i].hot[t]);
 		*cold += ld(&acc->slot[i].cold[t]);
@@ -435,22 +491,26 @@ static void print_migrations(const struct seg *s)
 		printf("kernel migrations: n/a (%s)\n", why);
 		return;
 	}
-	printf("kernel migrations into each tier, in pages (tierallocd, %llu ms ago; destinations "
-	       "%s; %llu alarms):\n",
-	       (unsigned long long)age_ms,
+	printf("kernel migrations into each tier, in pages (tierallocd, %llu ms ago):\n",
+	       (unsigned long long)age_ms);
+	printf("  destinations %s; %llu alarms\n",
 	       atomic_load(&((struct ta_shm_agent *)a)->flags) & TA_SHM_AGENT_EXACT_NODES
 		   ? "exact"
 		   : "of promotions only",
 	       (unsigned long long)ld(&a->alarm));
-	printf("%-4s %10s %9s %10s %9s %10s %9s\n", "tier", "promoted", "/s", "demoted", "/s",
+	printf("%-4s %12s %10s %12s %10s %12s %10s\n", "tier", "promoted", "/s", "demoted", "/s",
 	       "moved", "/s");
 	for (unsigned t = 0; t < ntiers(s); t++) {
 		const struct ta_shm_agent_tier *m = &a->tier[t];
-		printf(
-		    "%-4u %10llu %9llu %10llu %9llu %10llu %9llu\n", t,
-		    (unsigned long long)ld(&m->promoted), (unsigned long long)ld(&m->promoted_rate),
-		    (unsigned long long)ld(&m->demoted), (unsigned long long)ld(&m->demoted_rate),
-		    (unsigned long long)ld(&m->moved), (unsigned long long)ld(&m->moved_rate));
+		char v[6][24];
+		count(ld(&m->promoted), 12, v[0], sizeof(v[0]));
+		count(ld(&m->promoted_rate), 10, v[1], sizeof(v[1]));
+		count(ld(&m->demoted), 12, v[2], sizeof(v[2]));
+		count(ld(&m->demoted_rate), 10, v[3], sizeof(v[3]));
+		count(ld(&m->moved), 12, v[4], sizeof(v[4]));
+		count(ld(&m->moved_rate), 10, v[5], sizeof(v[5]));
+		printf("%-4u %12s %10s %12s %10s %12s %10s\n", t, v[0], v[1], v[2], v[3], v[4],
+		       v[5]);
 	}
 }
 
@@ -464,7 +524,7 @@ static void print_access(const struct seg *s)
 	}
 	printf("hot and cold by writes lately (soft-dirty; each process's last sample), and the "
 	       "exchange:\n");
-	printf("%-4s %8s %8s %9s %10s\n", "tier", "hot", "cold", "promoted", "moved-down");
+	printf("%-4s %10s %10s %10s %10s\n", "tier", "hot", "cold", "promoted", "moved-down");
 	for (unsigned t = 0; t < ntiers(s); t++) {
 		uint64_t hot, cold;
 		char v[4][16];
@@ -473,43 +533,75 @@ static void print_access(const struct seg *s)
 		human(cold, v[1], sizeof(v[1]));
 		human(ld(&acc->promoted[t]), v[2], sizeof(v[2]));
 		human(ld(&acc->exchanged_down[t]), v[3], sizeof(v[3]));
-		printf("%-4u %8s %8s %9s %10s\n", t, v[0], v[1], v[2], v[3]);
+		printf("%-4u %10s %10s %10s %10s\n", t, v[0], v[1], v[2], v[3]);
 	}
 }
 
-static void print_table(struct seg *s)
+/* The segment's heading: its name, where it was seen, its processes and its cgroup. One line
+ * with --wide; in the default table two, each at most COLUMNS wide (the name and the path
+ * elided in their middle). */
+static void print_heading(const struct seg *s, bool wide)
+{
+	char name[4 * sizeof(s->name) + 8], path[4 * TA_SHM_PATH_MAX + 8], where[48] = "";
+	char procs[128], version[64], id[32] = "";
+	text_escape(s->name, name, sizeof(name));
+	text_escape(s->cgroup_path[0] ? s->cgroup_path : "(none)", path, sizeof(path));
+	if (s->place->via_pid != 0)
+		snprintf(where, sizeof(where), " (mount ns of pid %d)", s->place->via_pid);
+	if (s->hdr->cgroup_version == 2)
+		snprintf(id, sizeof(id), ", id %llu", (unsigned long long)s->hdr->cgroup_id);
+	snprintf(version, sizeof(version), " (v%u%s)", s->hdr->cgroup_version, id);
+	int len = snprintf(procs, sizeof(procs), "  %u process(es)", s->alive);
+	if (s->dead != 0)
+		len += snprintf(procs + len, sizeof(procs) - (size_t)len, ", %u dead slot(s)",
+				s->dead);
+	if (s->gone)
+		snprintf(procs + len, sizeof(procs) - (size_t)len, ": gone");
+	if (wide) {
+		printf("%s%s  cgroup %s%s%s\n", name, where, path, version, procs);
+	} else {
+		char fit[sizeof(path)];
+		elide(name, COLUMNS - strlen(where) - strlen(procs), fit, sizeof(fit));
+		printf("%s%s%s\n", fit, where, procs);
+		elide(path, COLUMNS - strlen("cgroup ") - strlen(version), fit, sizeof(fit));
+		printf("cgroup %s%s\n", fit, version);
+	}
+	if (s->gone)
+		printf("gone: its processes died; charges shown as they are once taken back (0); "
+		       "--reap removes it\n");
+}
+
+static void print_table(struct seg *s, bool wide)
 {
 	if (s->error != NULL) {
 		text_print(s->name);
 		printf(": unreadable: %s\n\n", s->error);
 		return;
 	}
-	unsigned alive, dead;
-	count_processes(s, &alive, &dead);
-	char id[32] = "";
-	if (s->hdr->cgroup_version == 2)
-		snprintf(id, sizeof(id), ", id %llu", (unsigned long long)s->hdr->cgroup_id);
-	text_print(s->name);
-	printf("  cgroup ");
-	text_print(s->cgroup_path[0] ? s->cgroup_path : "(none)");
-	printf(" (v%u%s)  %u process(es)%s\n", s->hdr->cgroup_version, id, alive,
-	       dead ? " + dead ones not yet reclaimed" : "");
+	print_heading(s, wide);
 	if (!reclaim_available(s))
-		printf("memory.reclaim: not available to this cgroup (cgroup v1, no cgroup, or "
-		       "Linux < 5.19): an excess no lower tier can take stays\n");
+		printf("memory.reclaim: not available (cgroup v1, no cgroup, or Linux < 5.19): an "
+		       "excess stays\n");
 	uint64_t obs[TA_SHM_MAX_TIERS];
 	bool have_obs = observed(s, obs);
-	printf("%-4s %-8s %-6s %6s %7s %7s %7s %8s %8s %8s %8s %9s %9s %9s %8s %8s %5s\n", "tier",
-	       "name", "nodes", "share", "min", "low", "high", "max", "charged", "observed",
-	       "headroom", "steered", "overflow", "exhausted", "demoted", "reclaim", "gated");
+	if (wide)
+		printf("%-4s %-8s %-6s %6s %10s %10s %10s %10s %10s %10s %10s %10s %12s %10s %11s "
+		       "%10s %10s %13s %5s\n",
+		       "tier", "name", "nodes", "share", "min", "low", "high", "max", "charged",
+		       "peak", "observed", "headroom", "steered_away", "overflowed", "refused_max",
+		       "reclaimed", "demoted", "reclaim_asked", "gated");
+	else
+		printf("%-4s %-8s %10s %10s %10s %10s %10s %12s %10s %5s\n", "tier", "name", "high",
+		       "max", "charged", "observed", "headroom", "steered_away", "overflowed",
+		       "gated");
 	for (unsigned t = 0; t < ntiers(s); t++) {
 		const struct ta_shm_tier *r = tier_rec(s, t);
-		char nodes[64], v[10][16], name[4 * TIER_NAME_MAX + 1];
+		char nodes[64], v[12][24], name[4 * TIER_NAME_MAX + 1];
 		text_escape(tier_name(s, t), name, sizeof(name));
 		ta_nodelist_format(ld(&r->nodes), nodes, sizeof(nodes));
 		for (unsigned k = 0; k < TA_NLIMITS; k++)
 			human(ld(&r->limit[k]), v[k], sizeof(v[k]));
-		uint64_t charged = ld(&r->charged), high = ld(&r->limit[TA_LIMIT_HIGH]);
+		uint64_t charged = charged_of(s, r), high = ld(&r->limit[TA_LIMIT_HIGH]);
 		human(charged, v[4], sizeof(v[4]));
 		if (have_obs)
 			human(obs[t], v[5], sizeof(v[5]));
@@ -525,13 +617,24 @@ static void print_table(struct seg *s)
 			snprintf(v[7], sizeof(v[7]), "n/a");
 			snprintf(v[8], sizeof(v[8]), "n/a");
 		}
-		printf("%-4u %-8.8s %-6s %5.1f%% %7s %7s %7s %8s %8s %8s %8s %9llu %9llu "
-		       "%9llu %8s %8s %5s\n",
-		       t, name, nodes, atomic_load(&((struct ta_shm_tier *)r)->share_ppm) / 10000.0,
-		       v[0], v[1], v[2], v[3], v[4], v[5], v[6],
-		       (unsigned long long)ld(&r->steered_away),
-		       (unsigned long long)ld(&r->overflowed),
-		       (unsigned long long)ld(&r->exhausted), v[7], v[8], gated);
+		human(ld(&r->peak), v[9], sizeof(v[9]));
+		human(ld(&r->reclaimed), v[10], sizeof(v[10]));
+		char steered[24], overflowed[24], refused[24];
+		count(ld(&r->steered_away), 12, steered, sizeof(steered));
+		count(ld(&r->overflowed), 10, overflowed, sizeof(overflowed));
+		count(ld(&r->exhausted), 11, refused, sizeof(refused));
+		if (wide)
+			printf(
+			    "%-4u %-8.8s %-6s %5.1f%% %10s %10s %10s %10s %10s %10s %10s %10s %12s "
+			    "%10s %11s %10s %10s %13s %5s\n",
+			    t, name, nodes,
+			    atomic_load(&((struct ta_shm_tier *)r)->share_ppm) / 10000.0, v[0],
+			    v[1], v[2], v[3], v[4], v[9], v[5], v[6], steered, overflowed, refused,
+			    v[10], v[7], v[8], gated);
+		else
+			printf("%-4u %-8.8s %10s %10s %10s %10s %10s %12s %10s %5s\n", t, name,
+			       v[TA_LIMIT_HIGH], v[TA_LIMIT_MAX], v[4], v[5], v[6], steered,
+			       overflowed, gated);
 	}
 	print_migrations(s);
 	print_access(s);
@@ -549,13 +652,16 @@ static void print_json(struct seg *s, bool first)
 		printf("}");
 		return;
 	}
-	unsigned alive, dead;
-	count_processes(s, &alive, &dead);
+	if (s->place->via_pid != 0)
+		printf(",\"namespace_pid\":%d", s->place->via_pid);
+	else
+		printf(",\"namespace_pid\":null");
 	printf(",\"cgroup\":{\"path\":");
 	json_string(s->cgroup_path);
-	printf(",\"id\":%llu,\"version\":%u},\"processes\":%u,\"dead_slots\":%u,"
+	printf(",\"id\":%llu,\"version\":%u},\"processes\":%u,\"dead_slots\":%u,\"gone\":%s,"
 	       "\"generation\":%llu,\"reclaim_available\":%s,\"tiers\":[",
-	       (unsigned long long)s->hdr->cgroup_id, s->hdr->cgroup_version, alive, dead,
+	       (unsigned long long)s->hdr->cgroup_id, s->hdr->cgroup_version, s->alive, s->dead,
+	       s->gone ? "true" : "false",
 	       (unsigned long long)ld(&((struct ta_shm_header *)s->hdr)->generation),
 	       reclaim_available(s) ? "true" : "false");
 	uint64_t obs[TA_SHM_MAX_TIERS];
@@ -576,7 +682,7 @@ static void print_json(struct seg *s, bool first)
 		for (unsigned k = 0; k < TA_NLIMITS; k++)
 			printf(",\"%s\":%llu", limit_names[k],
 			       (unsigned long long)ld(&r->limit[k]));
-		uint64_t charged = ld(&r->charged), high = ld(&r->limit[TA_LIMIT_HIGH]);
+		uint64_t charged = charged_of(s, r), high = ld(&r->limit[TA_LIMIT_HIGH]);
 		printf(",\"charged\":%llu,\"peak\":%llu,\"observed\":", (unsigned long long)charged,
 		       (unsigned long long)ld(&r->peak));
 		if (have_obs)
@@ -584,7 +690,7 @@ static void print_json(struct seg *s, bool first)
 		else
 			printf("null");
 		printf(",\"headroom\":%llu,\"steered_away\":%llu,\"overflowed\":%llu,"
-		       "\"exhausted\":%llu,\"reclaimed\":%llu",
+		       "\"refused_max\":%llu,\"reclaimed\":%llu",
 		       (unsigned long long)(high > charged ? high - charged : 0),
 		       (unsigned long long)ld(&r->steered_away),
 		       (unsigned long long)ld(&r->overflowed),
@@ -651,7 +757,8 @@ static void snapshot(struct seg *s, struct ta_prom_segment *p)
 	memset(p, 0, sizeof(*p));
 	snprintf(p->segment, sizeof(p->segment), "%s", s->name);
 	snprintf(p->cgroup, sizeof(p->cgroup), "%s", s->cgroup_path);
-	count_processes(s, &p->processes, &p->dead_slots);
+	p->processes = s->alive;
+	p->dead_slots = s->dead;
 	p->ntiers = ntiers(s);
 	uint64_t obs[TA_SHM_MAX_TIERS];
 	bool have_obs = observed(s, obs);
@@ -668,13 +775,13 @@ static void snapshot(struct seg *s, struct ta_prom_segment *p)
 			pt->limit[k] = ld(&r->limit[k]);
 		pt->capacity = ld(&r->capacity);
 		pt->share_ppm = atomic_load(&((struct ta_shm_tier *)r)->share_ppm);
-		pt->charged = ld(&r->charged);
+		pt->charged = charged_of(s, r);
 		pt->peak = ld(&r->peak);
 		pt->have_observed = have_obs;
 		pt->observed = have_obs ? obs[t] : 0;
 		pt->steered_away = ld(&r->steered_away);
 		pt->overflowed = ld(&r->overflowed);
-		pt->exhausted = ld(&r->exhausted);
+		pt->refused_max = ld(&r->exhausted);
 		pt->reclaimed = ld(&r->reclaimed);
 		pt->have_enforcement = has_enforcement(s);
 		if (pt->have_enforcement) {
@@ -698,86 +805,183 @@ static void snapshot(struct seg *s, struct ta_prom_segment *p)
 	}
 }
 
-enum format { TABLE, JSON, PROMETHEUS };
+enum format { TABLE, JSON, PROMETHEUS, RECORD };
+
+/* One listing: its options, and what it found. */
+struct run {
+	enum format format;
+	bool wide, reap;
+	const char *only; /* --name, without its "/" */
+	unsigned shown;	  /* segments printed (or kept for the exposition) */
+	bool bad;	  /* a named segment could not be read, or a write failed */
+};
 
 /* The snapshots for --prometheus, written once all segments are read (a metric's samples must
  * come together). */
 static struct ta_prom_segment *prom_segs;
 static unsigned prom_n, prom_cap;
 
-/* One segment: read, printed (or kept for the exposition), let go. A segment that cannot be read
- * is left out of the exposition: it has no values (said on stderr when it was named). */
-static void show(const char *file, enum format format, bool first, bool named, bool *bad)
+/* Say what --reap did (stdout with the table, stderr otherwise: the document stays one). */
+static void say(const struct run *r, const struct seg *s, const char *what)
 {
-	struct seg s;
-	*bad = open_seg(file, &s) != 0;
-	if (format == JSON) {
-		print_json(&s, first);
-	} else if (format == TABLE) {
-		print_table(&s);
-	} else if (!*bad) {
+	char name[4 * sizeof(s->name) + 8];
+	text_escape(s->name, name, sizeof(name));
+	FILE *f = r->format == TABLE ? stdout : stderr;
+	fprintf(f, "tieralloc-stat: %s%s: %s\n", name,
+		s->place->via_pid != 0 ? " (in another mount namespace)" : "", what);
+}
+
+/* Unlink a gone segment, if it still is gone: read again just before (a process may have
+ * attached meanwhile), no process may map it, and the name must still be that file. Its owner
+ * or root may (/dev/shm is sticky); anyone else is told why not. */
+static void reap(struct run *r, const struct seg *s, const char *file)
+{
+	struct seg again;
+	bool still = open_seg(s->place, file, &again) == 0 && again.gone && again.dev == s->dev &&
+		     again.ino == s->ino;
+	free(again.buf);
+	if (!still) {
+		say(r, s, "not removed: it changed while read (a process attached?)");
+		return;
+	}
+	if (ta_file_mapped(s->dev, s->ino)) {
+		say(r, s, "not removed: a process still maps it");
+		return;
+	}
+	struct stat st;
+	if (fstatat(s->place->dirfd, file, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != s->dev ||
+	    st.st_ino != s->ino) {
+		say(r, s, "not removed: the name is another file now");
+		return;
+	}
+	char what[160];
+	if (unlinkat(s->place->dirfd, file, 0) == 0)
+		snprintf(what, sizeof(what), "removed (gone: %u dead slot(s), owner uid %u)",
+			 s->dead, (unsigned)s->owner);
+	else if (errno == EPERM || errno == EACCES)
+		snprintf(what, sizeof(what),
+			 "not removed: owned by uid %u (its owner or root may remove it)",
+			 (unsigned)s->owner);
+	else
+		snprintf(what, sizeof(what), "not removed: %s", strerror(errno));
+	say(r, s, what);
+}
+
+/* One segment that opened (or was named): printed (or kept for the exposition), reaped if
+ * asked, let go. A named segment that cannot be read is said on stderr for the exposition (it
+ * has no values there). */
+static void show(struct run *r, struct seg *s, const char *file, bool named)
+{
+	if (r->format == JSON) {
+		print_json(s, r->shown == 0);
+	} else if (r->format == TABLE) {
+		print_table(s, r->wide);
+	} else if (s->error == NULL) {
 		if (prom_n == prom_cap) {
 			unsigned cap = prom_cap ? 2 * prom_cap : 16;
 			struct ta_prom_segment *p = realloc(prom_segs, cap * sizeof(*p));
 			if (p == NULL) {
-				*bad = true;
-				free(s.buf);
+				r->bad = true;
 				return;
 			}
 			prom_segs = p;
 			prom_cap = cap;
 		}
-		snapshot(&s, &prom_segs[prom_n++]);
+		snapshot(s, &prom_segs[prom_n++]);
 	} else if (named) {
-		char name[4 * sizeof(s.name) + 8];
-		text_escape(s.name, name, sizeof(name));
-		fprintf(stderr, "tieralloc-stat: %s: unreadable: %s\n", name, s.error);
+		char name[4 * sizeof(s->name) + 8];
+		text_escape(s->name, name, sizeof(name));
+		fprintf(stderr, "tieralloc-stat: %s: unreadable: %s\n", name, s->error);
 	}
+	r->shown++;
+	if (r->reap && s->error == NULL && s->gone)
+		reap(r, s, file);
+}
+
+/* A file found by the scan: shown if it is a segment (others are not tieralloc's business). */
+static void visit(const struct ta_place *p, const char *file, void *ctx)
+{
+	struct run *r = ctx;
+	/* With --name, our own directory's file was shown already, readable or not. */
+	if (r->only != NULL && (p->via_pid == 0 || strcmp(file, r->only) != 0))
+		return;
+	struct seg s;
+	if (open_seg(p, file, &s) == 0)
+		show(r, &s, file, false);
 	free(s.buf);
 }
 
-/* Every segment in /dev/shm, or only the one named; false when that one could not be read. */
-static bool show_all(const char *only, enum format format)
+/* Every segment, or those named --name (ours, and any of other mount namespaces); false when a
+ * named one could be read nowhere. */
+static bool show_all(struct run *r)
 {
-	bool bad = false;
-	if (format == JSON)
+	r->shown = 0;
+	r->bad = false;
+	if (r->format == JSON)
 		printf("{\"version\":1,\"segments\":[");
 	prom_n = 0;
-	if (only != NULL) {
-		show(only[0] == '/' ? only + 1 : only, format, true, true, &bad);
-	} else {
-		unsigned n = 0;
-		DIR *d = opendir(shm_dir);
-		struct dirent *e;
-		while (d != NULL && (e = readdir(d)) != NULL) {
-			if (strncmp(e->d_name, "tieralloc-v", 11) != 0)
-				continue;
-			bool ignored;
-			show(e->d_name, format, n++ == 0, false, &ignored);
+	if (r->only != NULL) {
+		struct ta_place own = { .proc = "/proc" };
+		snprintf(own.dir, sizeof(own.dir), "%s", shm_dir);
+		own.dirfd = open(shm_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		struct seg s;
+		int rc = open_seg(&own, r->only, &s);
+		/* Missing here: perhaps in another namespace; said below if nowhere. */
+		struct stat st;
+		bool missing = rc != 0 && own.dirfd >= 0 &&
+			       fstatat(own.dirfd, r->only, &st, AT_SYMLINK_NOFOLLOW) != 0 &&
+			       errno == ENOENT;
+		if (!missing) {
+			show(r, &s, r->only, true);
+			r->bad |= rc != 0;
 		}
-		if (d != NULL)
-			closedir(d);
-		if (n == 0 && format == TABLE)
-			printf("no tieralloc segments in %s\n", shm_dir);
+		free(s.buf);
+		ta_scan(shm_dir, visit, r);
+		if (r->shown == 0) {
+			open_seg(&own, r->only, &s);
+			show(r, &s, r->only, true);
+			free(s.buf);
+			r->bad = true;
+		}
+		if (own.dirfd >= 0)
+			close(own.dirfd);
+	} else {
+		ta_scan(shm_dir, visit, r);
+		if (r->shown == 0 && r->format == TABLE)
+			printf(
+			    "no tieralloc segments in %s or in other mount namespaces' /dev/shm\n",
+			    shm_dir);
 	}
-	if (format == JSON)
+	if (r->format == JSON)
 		printf("]}\n");
-	if (format == PROMETHEUS && ta_prom_write(stdout, prom_segs, prom_n) != 0)
-		bad = true;
-	return !bad;
+	if (r->format == PROMETHEUS && ta_prom_write(stdout, prom_segs, prom_n) != 0)
+		r->bad = true;
+	return !r->bad;
+}
+
+/* --record's samples: the segments as --prometheus reads them (show keeps their snapshots). */
+static unsigned record_collect(void *run, const struct ta_prom_segment **segs)
+{
+	show_all(run);
+	*segs = prom_segs;
+	return prom_n;
 }
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tieralloc-stat [--json|--prometheus] [--watch SECONDS] [--name SEGMENT] "
-		   "[--version]\n"
+	fprintf(f, "usage: tieralloc-stat [--json|--prometheus] [--wide] [--watch SECONDS] "
+		   "[--name SEGMENT] [--reap]\n"
 		   "  Shows the per-cgroup, per-tier quotas of tieralloc processes (segments in "
-		   "/dev/shm).\n"
+		   "/dev/shm,\n"
+		   "  and in the /dev/shm of other mount namespaces, through /proc/PID/root).\n"
 		   "  --json          one JSON document instead of the table\n"
 		   "  --prometheus    Prometheus' text exposition format instead of the table\n"
+		   "  --wide          every column (the default table fits 100 columns)\n"
 		   "  --watch N       redraw the table every N seconds (Ctrl-C to stop)\n"
 		   "  --name SEGMENT  only this segment (e.g. /tieralloc-v1-cg123-t1a2b3c4d)\n"
+		   "  --reap          remove the segments shown gone (all their processes died)\n"
 		   "  --version       print \"tieralloc-stat VERSION\" and exit\n");
+	fputs(TA_RECORD_USAGE, f);
 }
 
 int main(int argc, char **argv)
@@ -789,23 +993,29 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "prometheus", no_argument, NULL, 'p' },
+		{ "wide", no_argument, NULL, 'W' },
+		{ "reap", no_argument, NULL, 'R' },
+		{ "record", required_argument, NULL, TA_OPT_RECORD },
+		{ "interval", required_argument, NULL, TA_OPT_INTERVAL },
+		{ "samples", required_argument, NULL, TA_OPT_SAMPLES },
+		{ "duration", required_argument, NULL, TA_OPT_DURATION },
 		{ NULL, 0, NULL, 0 },
 	};
-	enum format format = TABLE;
+	struct run r = { .format = TABLE };
 	unsigned watch = 0;
-	const char *only = NULL;
+	struct ta_record rec = { 0 };
 	int c;
 	while ((c = getopt_long(argc, argv, "jw:n:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 		case 'p':
-			if (format != TABLE) {
+			if (r.format != TABLE) {
 				fprintf(
 				    stderr,
 				    "tieralloc-stat: --json and --prometheus exclude each other\n");
 				return 2;
 			}
-			format = c == 'j' ? JSON : PROMETHEUS;
+			r.format = c == 'j' ? JSON : PROMETHEUS;
 			break;
 		case 'w': {
 			char *end;
@@ -818,7 +1028,20 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'n':
-			only = optarg;
+			r.only = optarg[0] == '/' ? optarg + 1 : optarg;
+			break;
+		case 'W':
+			r.wide = true;
+			break;
+		case 'R':
+			r.reap = true;
+			break;
+		case TA_OPT_RECORD:
+		case TA_OPT_INTERVAL:
+		case TA_OPT_SAMPLES:
+		case TA_OPT_DURATION:
+			if (ta_record_option(&rec, c, optarg) != 0)
+				return 2;
 			break;
 		case 'h':
 			usage(stdout);
@@ -831,14 +1054,25 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc) {
+	if (optind != argc || (rec.path == NULL && rec.options_seen)) {
 		usage(stderr);
 		return 2;
 	}
+	/* A recording is its own format on its own schedule, and it only reads (no --reap). */
+	if (rec.path != NULL && (r.format != TABLE || watch != 0 || r.reap)) {
+		fprintf(
+		    stderr,
+		    "tieralloc-stat: --record excludes --json, --prometheus, --watch and --reap\n");
+		return 2;
+	}
+	if (rec.path != NULL) {
+		r.format = RECORD;
+		return ta_record_run(&rec, record_collect, &r);
+	}
 	for (;;) {
-		if (watch != 0 && format == TABLE)
+		if (watch != 0 && r.format == TABLE)
 			printf("\033[H\033[2J");
-		bool ok = show_all(only, format);
+		bool ok = show_all(&r);
 		fflush(stdout);
 		if (watch == 0)
 			return ok ? 0 : 1;

@@ -3,6 +3,9 @@
  * The per-process summary written at exit when TIERALLOC_SUMMARY is set: one line per tier,
  * key=value, appended with a single write(2) per line so that concurrent processes (a shell
  * pipeline, make, a fork-based server) do not interleave. tieralloc-run aggregates these lines.
+ * The counters are named as tieralloc-stat and the metrics name them: steered_away is the
+ * process's tieralloc_tier_stats.exhausted (a thread found the tier at its limit and moved on),
+ * the event the segment counts as steered_away.
  * Residency is asked of the kernel (move_pages(2) without moving) for the pages of our small-object
  * chunks: where the memory really is, not where we asked for it.
  */
@@ -85,7 +88,7 @@ void ta_summary_write(const char *dest)
 		    line, sizeof(line),
 		    "tieralloc-summary v=1 pid=%d comm=%s tier=%d name=%s nodes=%s kind=%s "
 		    "bound=%u capacity=%llu limit=%llu live=%llu peak=%llu allocs=%llu "
-		    "explicit=%llu steered_in=%llu exhausted=%llu overflowed=%llu "
+		    "explicit=%llu steered_in=%llu steered_away=%llu overflowed=%llu "
 		    "backend_failures=%llu chunk_resident=%s\n",
 		    (int)getpid(), comm, t, info.name, info.nodes[0] ? info.nodes : "-", info.kind,
 		    info.bound, (unsigned long long)info.capacity, (unsigned long long)s.limit,

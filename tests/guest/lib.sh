@@ -142,3 +142,21 @@ n0_above() { [ "$(n0 "$1")" -gt "$2" ]; }
 # settle_n0 CGROUP TARGET: wait (GUARD_S at most) for node 0 to be within TARGET; 1 if it never
 # was. The time it took is in $took_cs.
 settle_n0() { until_true n0_within "$1" "$2"; }
+
+# record_start NAME INTERVAL: tieralloc-stat --record of every segment into $W/NAME.csv, a
+# sample every INTERVAL seconds, in the background until record_emit.
+record_start() {
+	"$STAT" --record "$W/$1.csv" --interval "$2" &
+	rec_pid=$!
+}
+
+# record_emit NAME: stop the recorder and print the recording between two marker lines: the
+# guest has no way back to the host but its output, and make check-guest draws each recording
+# it finds there (tests/guest/plots.sh) into the build directory.
+record_emit() {
+	kill -TERM "$rec_pid" 2>/dev/null
+	wait "$rec_pid" || fail "record.$1" "tieralloc-stat --record: exit status $?"
+	echo "TIERALLOC-CSV-BEGIN $1"
+	cat "$W/$1.csv"
+	echo "TIERALLOC-CSV-END $1"
+}

@@ -13,6 +13,7 @@ check_PROGRAMS += tests/guest/access_sources
 tests_guest_access_sources_SOURCES = tests/guest/access_sources.c
 tests_guest_access_sources_LDADD = -lpthread
 EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests/guest/enforce.sh \
+	tests/guest/plots.sh \
 	tests/guest/hotness.sh \
 	tests/guest/agent.sh tests/guest/footprint.sh tests/guest/sources.sh
 
@@ -25,8 +26,14 @@ GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
 # The guest kernel: 6.1 (Debian 12's default), 6.12 (Debian 12's linux-image-6.12-amd64), or a
 # linux-image-* package name (tests/vm/README.md); `make check-guest GUEST_KERNEL=6.12`.
 GUEST_KERNEL = 6.1
-check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat $(sbin_PROGRAMS)
-	$(GUEST_RUN) --kernel $(GUEST_KERNEL) --env GUEST_KERNEL=$(GUEST_KERNEL) \
+# The guest's output is kept in tests/guest/suite-KERNEL.out; the recordings in it
+# (quota.fairness, enforce.converge.small: record_emit in lib.sh) are drawn into
+# tests/guest/NAME-KERNEL.png next to it (plots.sh). The status is the guest's, or 1 when a
+# recording could not be drawn.
+check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tieralloc-plot \
+		$(sbin_PROGRAMS)
+	@$(MKDIR_P) tests/guest
+	{ $(GUEST_RUN) --kernel $(GUEST_KERNEL) --env GUEST_KERNEL=$(GUEST_KERNEL) \
 		--timeout 1800 --with-python3 --module zram \
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
@@ -46,5 +53,11 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat $(sbin_PR
 		--include $(abs_top_srcdir)/tests/guest/footprint.sh \
 		--include $(abs_top_srcdir)/tests/guest/sources.sh \
 		--include $(abs_top_srcdir)/tests/guest/suite.sh -- \
-		$(abs_top_srcdir)/tests/guest/suite.sh $(abs_top_builddir) $(abs_top_srcdir)
+		$(abs_top_srcdir)/tests/guest/suite.sh $(abs_top_builddir) $(abs_top_srcdir); \
+		echo $$? >tests/guest/suite-$(GUEST_KERNEL).rc; } | tee tests/guest/suite-$(GUEST_KERNEL).out; \
+	rc=$$(cat tests/guest/suite-$(GUEST_KERNEL).rc); \
+	$(SHELL) $(top_srcdir)/tests/guest/plots.sh tests/guest/suite-$(GUEST_KERNEL).out tests/guest \
+		-$(GUEST_KERNEL) tools/tieralloc-plot || { [ "$$rc" != 0 ] || rc=1; }; \
+	exit $$rc
 .PHONY: check-guest
+CLEANFILES += tests/guest/suite-*.out tests/guest/suite-*.rc tests/guest/*.csv tests/guest/*.png

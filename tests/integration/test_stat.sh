@@ -69,7 +69,9 @@ echo "json: ok"
 
 table=$("$STAT" --name "/$seg")
 grep -q "^/$seg .* 1 process(es)" <<<"$table" || { echo "$table" >&2; ta_fail "table header"; }
-grep -Eq '^0 +tier0 +0 .* 4\.0M +4\.0M ' <<<"$table" || { echo "$table" >&2; ta_fail "table row"; }
+grep -Eq '^0 +tier0 +4\.0 MiB +4\.0 MiB ' <<<"$table" || { echo "$table" >&2; ta_fail "table row"; }
+wide=$("$STAT" --wide --name "/$seg")
+grep -Eq '^0 +tier0 +0 .* 4\.0 MiB +4\.0 MiB ' <<<"$wide" || { echo "$wide" >&2; ta_fail "wide row"; }
 echo "table: ok"
 
 # Two frames, however long a loaded machine takes to draw them (grep stops after the second, and

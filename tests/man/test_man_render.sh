@@ -11,7 +11,7 @@ command -v groff >/dev/null ||
 fail=0
 err=$(mktemp)
 trap 'rm -f "$err"' EXIT
-for want in tieralloc.3 tieralloc.7 tieralloc-run.1 tieralloc-stat.1 tierallocd.8; do
+for want in tieralloc.3 tieralloc.7 tieralloc-run.1 tieralloc-stat.1 tieralloc-plot.1 tierallocd.8; do
 	[[ -f $TA_TEST_SRCDIR/man/$want ]] || { echo "FAIL: man/$want is missing" >&2; fail=1; }
 done
 for page in "$TA_TEST_SRCDIR"/man/*.[1-8]; do

@@ -77,6 +77,7 @@ expect()
 	tieralloc-preload) echo "usr/lib/$ma/libtieralloc-preload.so" ;;
 	tieralloc-tools)
 		echo "usr/bin/tieralloc-run usr/bin/tieralloc-stat usr/libexec/tieralloc/tieralloc-demo"
+		echo "usr/bin/tieralloc-plot usr/share/man/man1/tieralloc-plot.1.gz"
 		echo "usr/share/man/man1/tieralloc-run.1.gz usr/share/man/man1/tieralloc-stat.1.gz"
 		echo "usr/share/man/man7/tieralloc.7.gz"
 		echo "usr/share/doc/tieralloc/README.md usr/share/doc/tieralloc/DESIGN-NOTES.md"
@@ -145,7 +146,7 @@ bin=$root/usr/bin
 for path in "/usr/lib/$ma" /usr/libexec; do
 	grep -qaF "$path" "$bin/tieralloc-run" || fail "tieralloc-run does not look in $path"
 done
-progs="usr/bin/tieralloc-run usr/bin/tieralloc-stat"
+progs="usr/bin/tieralloc-run usr/bin/tieralloc-stat usr/bin/tieralloc-plot"
 [[ $packages == *tierallocd* ]] && progs="$progs usr/sbin/tierallocd"
 for prog in $progs; do
 	out=$("$root/$prog" --version) || fail "$prog --version failed"

@@ -7,8 +7,13 @@
 #     printed is the field's 256 bytes, never what lies past it;
 #   - terminal escapes, newlines, C1 controls and bytes that are not UTF-8 in the cgroup path
 #     and tier names: the table carries no control character and its lines stay where they
-#     are; the JSON parses and gives the strings back (invalid bytes as U+FFFD);
-#   - a FIFO named like a segment: reported as not a regular file, alone and in the listing;
+#     are; the JSON parses and gives the strings back (invalid bytes as U+FFFD); --record writes
+#     each row as one line of ASCII that a CSV reader splits into the escaped strings, and a
+#     cgroup path with commas and quotes is quoted;
+#   - a FIFO named like a segment: reported as not a regular file when named, left out of the
+#     listing (which shows segments by their content, not their name);
+#   - the default table stays within 100 columns whatever the strings' length (--wide prints
+#     them whole);
 #   - a cgroup v2 segment whose cgroup path leads outside /sys/fs/cgroup (a directory with a
 #     readable memory.numa_stat, one where it is a FIFO, a path with ".."), or to a FIFO under
 #     /sys/fs/cgroup where that is a tmpfs the test can write: memory.numa_stat is not read
@@ -21,7 +26,7 @@ set -euo pipefail
 FORGE=$TA_TEST_BUILDDIR/tests/quota/shm_forge
 STAT=$TA_TEST_BUILDDIR/tools/tieralloc-stat
 [[ -x $FORGE && -x $STAT ]] || ta_hard_error "shm_forge or tieralloc-stat not built"
-# The names tieralloc-stat lists start with tieralloc-v; q_cleanup removes $SEG_PREFIX* only.
+# q_cleanup removes $SEG_PREFIX* only.
 PFX=tieralloc-v1-test-hostile-$$-
 cg_dir=
 cleanup_hostile()
@@ -72,11 +77,15 @@ ta_require python3 python3
 
 # --- no NUL in the strings or anywhere after them ---
 "$FORGE" /dev/shm/"${PFX}nonul" nonul
-stat_run nonul --name "/${PFX}nonul"
+stat_run nonul --wide --name "/${PFX}nonul"
 a256=$(printf 'A%.0s' {1..256})
 grep -q "^/${PFX}nonul  cgroup $a256 (v" nonul.out ||
 	ta_fail "the path of a NUL-less segment is not its field's 256 bytes: $(head -c 600 nonul.out)"
 no_controls nonul.out
+stat_run nonul-narrow --name "/${PFX}nonul"
+no_controls nonul-narrow.out
+awk 'length($0) > 100 { bad = 1 } END { exit bad }' nonul-narrow.out ||
+	ta_fail "a line of the default table is wider than 100 columns: $(cat nonul-narrow.out)"
 stat_run nonul-json --json --name "/${PFX}nonul"
 json_check nonul-json.out "seg['cgroup']['path'] == 'A' * 256 and
 	all(t['name'] == 'A' * 32 for t in seg['tiers'])" "NUL-less strings in the JSON"
@@ -84,7 +93,7 @@ echo "no NUL: ok"
 
 # --- control characters ---
 "$FORGE" /dev/shm/"${PFX}ctrl" ctrl
-stat_run ctrl --name "/${PFX}ctrl"
+stat_run ctrl --wide --name "/${PFX}ctrl"
 no_controls ctrl.out
 # Header, memory.reclaim's note (v1), tier heading, two tiers, migrations, the access table's
 # two headings and two tiers, blank: eleven lines (no newline got through).
@@ -99,6 +108,25 @@ json_check ctrl-json.out "seg['cgroup']['path'] == '/sys/fs/cgroup/\x1b[2J\x1b]0
 LC_ALL=C grep -q $'[\x01-\x1f\x7f]' ctrl-json.out && ta_fail "a raw control character in the JSON"
 echo "control characters: ok"
 
+# --- --record: one line of ASCII per row; the CSV gives the escaped strings back, and a comma or
+# quote in a string is quoted as CSV asks ---
+stat_run ctrl-rec --record ctrl.csv --samples 1 --name "/${PFX}ctrl"
+no_controls ctrl.csv
+[[ $(wc -l <ctrl.csv) -eq 3 ]] || ta_fail "--record: a row is not one line: $(cat -A ctrl.csv)"
+"$FORGE" /dev/shm/"${PFX}comma" cgroup2 '/sys/fs/cgroup/a,"b",c'
+stat_run comma-rec --record comma.csv --samples 1 --name "/${PFX}comma"
+grep -qF ',"/sys/fs/cgroup/a,""b"",c",' comma.csv || ta_fail "--record: not quoted: $(cat comma.csv)"
+python3 - ctrl.csv comma.csv <<'PY' || ta_fail "--record: the CSV does not give the strings back"
+import csv, sys
+ctrl, comma = ([r for r in csv.reader(open(p, newline=""))] for p in sys.argv[1:3])
+assert all(len(r) == 18 for r in ctrl + comma) and len(ctrl) == len(comma) == 3
+want = r"/sys/fs/cgroup/\x1b[2J\x1b]0;owned\x07\x0afake line\x0d\xc2\x9b31m\xff\xfe\x7f\\end"
+assert ctrl[1][2] == want, ctrl[1][2]
+assert ctrl[1][5] == r"\x1b[31mred\x0a" and ctrl[2][5] == r"\x1b" * 32, ctrl
+assert comma[1][2] == '/sys/fs/cgroup/a,"b",c', comma[1][2]
+PY
+echo "--record: ok"
+
 # --- a FIFO named like a segment ---
 mkfifo /dev/shm/"${PFX}fifo"
 stat_run fifo --name "/${PFX}fifo"
@@ -107,7 +135,13 @@ grep -q "^/${PFX}fifo: unreadable: not a regular file" fifo.out ||
 stat_run all --json
 python3 -c 'import json, sys; json.load(open(sys.argv[1], encoding="utf-8"))' all.out ||
 	ta_fail "the listing with hostile segments is not JSON"
-grep -q "${PFX}fifo" all.out || ta_fail "the listing misses the FIFO"
+grep -q "${PFX}fifo" all.out && ta_fail "the listing shows the FIFO, which is no segment"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1], encoding="utf-8"))
+sys.exit(0 if any(s["name"] == "/" + sys.argv[2] for s in d["segments"]) else 1)' all.out \
+	"${PFX}nonul" || ta_fail "the listing misses a valid forged segment"
+stat_run all-table
+awk 'length($0) > 100 { bad = 1 } END { exit bad }' all-table.out ||
+	ta_fail "a line of the full table is wider than 100 columns: $(awk 'length($0) > 100' all-table.out)"
 echo "FIFO segment: ok"
 
 # --- the cgroup's files: only regular files of cgroup2 under /sys/fs/cgroup ---

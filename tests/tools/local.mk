@@ -29,3 +29,31 @@ EXTRA_DIST += tests/tools/test_stat_prometheus.sh
 if !SANITIZED
 TESTS += tests/tools/test_stat_prometheus.sh
 endif
+# tieralloc-stat as an operator's tool (test_stat_operator.sh): custom-named segments listed, a
+# dead process's segment shown gone and removed by --reap (a live or mapped one kept), the
+# default table within 100 columns, and the same counter named and valued alike in tieralloc-run's
+# summary and in tieralloc-stat. Preloaded processes: not in a sanitized build.
+EXTRA_DIST += tests/tools/test_stat_operator.sh
+if !SANITIZED
+TESTS += tests/tools/test_stat_operator.sh
+endif
+# The mount-namespace walk (test_stat_mntns.sh): a segment in an `unshare --mount` namespace with
+# its own /dev/shm tmpfs is found, labelled, shown gone and reaped there; the host's /dev/shm seen
+# through another namespace is listed once. Root only: elsewhere it says why and skips.
+EXTRA_DIST += tests/tools/test_stat_mntns.sh
+if !SANITIZED
+TESTS += tests/tools/test_stat_mntns.sh
+endif
+# tieralloc-stat --record on a live segment that grows (test_stat_record.sh): the CSV's columns,
+# rows and charges, SIGTERM and SIGKILL, appending and refusing; its holder runs under the preload.
+EXTRA_DIST += tests/tools/test_stat_record.sh
+if !SANITIZED
+TESTS += tests/tools/test_stat_record.sh
+endif
+# tieralloc-plot (test_plot.sh): a recording of a live segment becomes a PNG, kept as
+# tests/tools/test_plot.png; hostile strings, broken rows and bad input. Needs gnuplot.
+EXTRA_DIST += tests/tools/test_plot.sh
+CLEANFILES += tests/tools/test_plot.png
+if !SANITIZED
+TESTS += tests/tools/test_plot.sh
+endif

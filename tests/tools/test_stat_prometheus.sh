@@ -58,12 +58,12 @@ sample()
 [[ $(sample tier_max_bytes 0) == $((4 << 20)) ]] || ta_fail "tier 0's max is not 4 MiB"
 [[ $(sample tier_high_bytes 0) == $((4 << 20)) ]] || ta_fail "tier 0's high is not 4 MiB"
 [[ $(sample tier_charged_bytes 0) =~ ^[0-9]+$ ]] || ta_fail "no tier 0 charge"
-for m in tier_min_bytes tier_low_bytes tier_steered_total tier_overflow_total \
-	tier_exhausted_total tier_demoted_bytes_total tier_reclaim_asked_bytes_total; do
+for m in tier_min_bytes tier_low_bytes tier_steered_away_total tier_overflowed_total \
+	tier_refused_max_total tier_demoted_bytes_total tier_reclaim_asked_bytes_total; do
 	[[ $(sample $m 1) =~ ^[0-9]+$|^\+Inf$ ]] || ta_fail "no $m for tier 1"
 done
-grep -q '^# TYPE tieralloc_tier_steered_total counter$' "$TA_WORK/named.prom" ||
-	ta_fail "tieralloc_tier_steered_total is not a counter"
+grep -q '^# TYPE tieralloc_tier_steered_away_total counter$' "$TA_WORK/named.prom" ||
+	ta_fail "tieralloc_tier_steered_away_total is not a counter"
 grep -Fq 'tier_name="tier0",nodes="0"' "$TA_WORK/named.prom" || ta_fail "no tier_name or nodes label"
 echo "samples: ok"
 

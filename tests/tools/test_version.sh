@@ -34,6 +34,6 @@ for prog in $TA_TEST_PROGRAMS; do
 	seen="$seen$name "
 done
 # Not vacuous: the programs every build installs are among them.
-for name in tieralloc-run tieralloc-stat; do
+for name in tieralloc-run tieralloc-stat tieralloc-plot; do
 	[[ $seen == *" $name "* ]] || fail "$name is not among the installed programs ($seen)"
 done

@@ -1,0 +1,133 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# tieralloc-plot: a recording by tieralloc-stat --record of a python3 process under the preload
+# (tier 0 limited to 4 MiB, so both tiers fill) becomes a real PNG (its signature, its size in
+# pixels, more than a blank picture's bytes), kept as tests/tools/test_plot.png in the build
+# directory. Hostile strings in the CSV reach no command; bad input (no file, an empty one, a
+# header alone, another CSV, only broken rows, no gnuplot, a directory that is not there) gives
+# exit status 1, one message, and no picture. Skipped only when gnuplot is not installed.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
+. "$(dirname "$0")/../integration/lib.sh"
+ta_require gnuplot gnuplot-nox
+ta_require python3 python3
+PY=/usr/bin/python3
+[[ -x $PY ]] || PY=$(command -v python3)
+
+STAT=$TA_TEST_BUILDDIR/tools/tieralloc-stat
+PLOT=$TA_TEST_BUILDDIR/tools/tieralloc-plot
+[[ -x $STAT && -x $PLOT ]] || ta_hard_error "tieralloc-stat or tieralloc-plot not built"
+seg=tieralloc-v1-test-plot-$$
+holder=
+stop_holder()
+{
+	if [[ -n $holder ]]; then
+		kill -9 "$holder" 2>/dev/null || true
+		wait "$holder" 2>/dev/null || true
+	fi
+	rm -f "/dev/shm/$seg"
+	ta_cleanup
+}
+trap stop_holder EXIT
+
+# The holder grows by 1 MiB a line of the test's, so that the picture has slopes.
+mkfifo "$TA_WORK/in" "$TA_WORK/out"
+PYTHONMALLOC=malloc LD_PRELOAD=$TA_TEST_PRELOAD TIERALLOC_SHM_NAME=$seg TIERALLOC_TIERS="0;0" \
+	TIERALLOC_TIER_LIMITS="0.max=4M;0.high=4M" "$PY" -c '
+import sys
+blocks = []
+print("ready", flush=True)
+for line in sys.stdin:
+    blocks += [bytearray(65536) for _ in range(16)]
+    print("ok", flush=True)
+' <"$TA_WORK/in" >"$TA_WORK/out" &
+holder=$!
+exec 3>"$TA_WORK/in" 4<"$TA_WORK/out"
+read -r word <&4
+[[ $word == ready ]] || ta_fail "the holder did not start"
+csv=$TA_WORK/rec.csv
+for _ in $(seq 1 12); do
+	"$STAT" --record "$csv" --samples 1 --name "/$seg" || ta_fail "tieralloc-stat --record failed"
+	echo grow >&3
+	read -r word <&4
+done
+echo "recorded $(($(wc -l <"$csv") - 1)) rows"
+
+png=$TA_WORK/rec.png
+"$PLOT" "$csv" "$png" 2>"$TA_WORK/err" || { cat "$TA_WORK/err" >&2; ta_fail "tieralloc-plot failed"; }
+[[ ! -s $TA_WORK/err ]] || { cat "$TA_WORK/err" >&2; ta_fail "tieralloc-plot wrote to stderr"; }
+[[ $(head -c 8 "$png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] ||
+	ta_fail "the picture does not start with PNG's signature"
+if command -v file >/dev/null; then
+	file "$png" | grep -q 'PNG image data, 960 x 600' || ta_fail "file(1) says: $(file "$png")"
+fi
+# A picture of the axes and titles alone (one flat sample) for comparison: lines add to it.
+head -n 3 "$csv" >"$TA_WORK/flat.csv"
+"$PLOT" "$TA_WORK/flat.csv" "$TA_WORK/flat.png" || ta_fail "tieralloc-plot of one sample failed"
+size=$(stat -c %s "$png") flat=$(stat -c %s "$TA_WORK/flat.png")
+echo "the picture: $size bytes (one sample's: $flat)"
+[[ $size -gt 10000 && $size -gt $flat ]] || ta_fail "the picture is $size bytes: nothing drawn?"
+for left in "$TA_WORK"/.tieralloc-plot*; do
+	[[ ! -e $left ]] || ta_fail "a temporary picture was left behind: $left"
+done
+cp "$png" "$TA_TEST_BUILDDIR/tests/tools/test_plot.png"
+echo "the picture: ok (kept as tests/tools/test_plot.png)"
+
+# Hostile strings: a cgroup path and segment name with quotes, a backtick command, a gnuplot
+# macro and a shell expansion become titles that run nothing.
+hostile=$TA_WORK/hostile.csv
+head -n 1 "$csv" >"$hostile"
+for t in 1 2; do
+	echo "$t.5,\"/s\`touch $TA_WORK/ran\`\",\"/sys/fs/cgroup/a,\"\"b'@c \$(touch $TA_WORK/ran)\",1,0,x,0,${t}048576,,0,0,0,max,max,,,0,0" >>"$hostile"
+done
+"$PLOT" "$hostile" "$TA_WORK/hostile.png" || ta_fail "tieralloc-plot failed on hostile strings"
+[[ ! -e $TA_WORK/ran ]] || ta_fail "a string from the CSV ran a command"
+[[ -s $TA_WORK/hostile.png ]] || ta_fail "no picture of the hostile CSV"
+# A broken row among good ones is skipped, and said.
+{
+	cat "$csv"
+	echo '99,"unclosed'
+} >"$TA_WORK/broken.csv"
+"$PLOT" "$TA_WORK/broken.csv" "$TA_WORK/broken.png" 2>"$TA_WORK/err" ||
+	ta_fail "a broken row among good ones failed the plot"
+grep -q '1 row(s) skipped' "$TA_WORK/err" || ta_fail "the skipped row was not said"
+echo "hostile and broken rows: ok"
+
+# bad_input WHY WANT-IN-MESSAGE CSV [PNG]: exit status 1, the message, no picture.
+bad_input()
+{
+	local out=${4:-$TA_WORK/bad.png} rc=0
+	"$PLOT" "$3" "$out" 2>"$TA_WORK/err" || rc=$?
+	[[ $rc == 1 ]] || ta_fail "$1: exit status $rc, want 1"
+	[[ $(wc -l <"$TA_WORK/err") == 1 ]] || { cat "$TA_WORK/err" >&2; ta_fail "$1: not one line"; }
+	grep -q "^tieralloc-plot: .*$2" "$TA_WORK/err" || { cat "$TA_WORK/err" >&2; ta_fail "$1: message"; }
+	[[ ! -e $out ]] || ta_fail "$1: a picture was written"
+	echo "$1: $(cat "$TA_WORK/err")"
+}
+bad_input "no file" "no such file" "$TA_WORK/missing.csv"
+: >"$TA_WORK/empty.csv"
+bad_input "an empty file" "empty" "$TA_WORK/empty.csv"
+head -n 1 "$csv" >"$TA_WORK/header.csv"
+bad_input "a header alone" "no samples" "$TA_WORK/header.csv"
+printf 'name,value\nx,1\n' >"$TA_WORK/other.csv"
+bad_input "another CSV" "not a tieralloc-stat --record file" "$TA_WORK/other.csv"
+printf 'x\x00\x01\n\xff\n' >"$TA_WORK/binary.csv"
+bad_input "a binary file" "not a tieralloc-stat --record file" "$TA_WORK/binary.csv"
+bad_input "a directory that is not there" "cannot write" "$csv" "$TA_WORK/nodir/x.png"
+# Without gnuplot: a PATH of the tools the script needs, all but gnuplot.
+mkdir "$TA_WORK/bin"
+for tool in awk cat dirname mktemp mv rm; do
+	ln -s "$(command -v $tool)" "$TA_WORK/bin/$tool"
+done
+rc=0
+PATH=$TA_WORK/bin "$PLOT" "$csv" "$TA_WORK/bad.png" 2>"$TA_WORK/err" || rc=$?
+if [[ $rc != 1 ]] || ! grep -q 'gnuplot is not installed (Debian package: gnuplot-nox)' "$TA_WORK/err"; then
+	cat "$TA_WORK/err" >&2
+	ta_fail "without gnuplot: exit status $rc, or not the message"
+fi
+echo "no gnuplot: $(cat "$TA_WORK/err")"
+rc=0
+"$PLOT" "$csv" >/dev/null 2>&1 || rc=$?
+[[ $rc == 2 ]] || ta_fail "one argument: exit status $rc, want 2"
+echo PASS
