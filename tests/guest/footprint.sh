@@ -14,6 +14,8 @@
 #                         blocks: the cgroup's anon at most glibc's (same run) + 3% + 2 MiB, and
 #                         no huge page among them (a first write to our .bss before it was
 #                         advised off huge pages cost 2 MiB in most processes).
+#   footprint.small_mixed the same with 4 MiB of blocks of 16 B to 16 KiB (log-uniform) each:
+#                         many size classes for few objects each (packed runs).
 #   footprint.churn       400 MiB of 64 KiB blocks freed and allocated again five times in a cgroup
 #                         with memory.max 600M (a 300M tier-0 share, so both tiers hold it): the
 #                         cgroup's anon stays within 10% of the live bytes (issue 11: it was 632
@@ -155,32 +157,39 @@ fp_many_stop() {
 	done
 }
 cg_anon() { sed -n "s/^$2 \([0-9]*\)/\1/p" "$1/memory.stat"; }
-cg_new ta-fp-many-glibc 900M
-if ! fp_many many-glibc "$cg" - 16 hold 4M 64K; then
-	fail footprint.small_processes "a workload died under glibc"
-else
-	ga=$(cg_anon "$cg" anon)
-	fp_many_stop many-glibc 16
-	cg_new ta-fp-many 900M
-	if ! fp_many many "$cg" "$PRELOAD" 16 hold 4M 64K; then
-		fail footprint.small_processes "a workload died under tieralloc," \
-			"oom_kill $(oom_kills "$cg")"
-	else
-		ta=$(cg_anon "$cg" anon) thp=$(cg_anon "$cg" anon_thp)
-		echo "footprint: 16 processes x 4 MiB of 64 KiB: anon $(mib "$ta") (huge pages" \
-			"$(mib "$thp")), glibc's $(mib "$ga")"
-		if [ "$thp" != 0 ]; then
-			fail footprint.small_processes "$(mib "$thp") of huge pages in 16 small processes"
-		elif [ "$ta" -gt $((ga + ga * 3 / 100 + 2 * M)) ]; then
-			fail footprint.small_processes "anon $(mib "$ta") against glibc's $(mib "$ga")" \
-				"(over 3% + 2M)"
-		elif ! fp_many_stop many 16; then
-			fail footprint.small_processes "data lost"
-		else
-			pass footprint.small_processes
-		fi
+# many_small TEST WHAT ARGS...: 16 workloads ARGS in one cgroup under glibc, then under
+# tieralloc: the cgroup's anon at most glibc's + 3% + 2M, no huge page, data intact.
+many_small() {
+	t=$1 what=$2
+	shift 2
+	cg_new "ta-fp-$t-glibc" 900M
+	if ! fp_many "$t-glibc" "$cg" - 16 "$@"; then
+		fail "$t" "a workload died under glibc"
+		return
 	fi
-fi
+	ga=$(cg_anon "$cg" anon)
+	fp_many_stop "$t-glibc" 16
+	cg_new "ta-fp-$t" 900M
+	if ! fp_many "$t" "$cg" "$PRELOAD" 16 "$@"; then
+		fail "$t" "a workload died under tieralloc, oom_kill $(oom_kills "$cg")"
+		return
+	fi
+	ta=$(cg_anon "$cg" anon) thp=$(cg_anon "$cg" anon_thp)
+	echo "footprint: 16 processes x $what: anon $(mib "$ta") (huge pages $(mib "$thp")), glibc's" \
+		"$(mib "$ga")"
+	if [ "$thp" != 0 ]; then
+		fail "$t" "$(mib "$thp") of huge pages in 16 small processes"
+	elif [ "$ta" -gt $((ga + ga * 3 / 100 + 2 * M)) ]; then
+		fail "$t" "anon $(mib "$ta") against glibc's $(mib "$ga") (over 3% + 2M)"
+	elif ! fp_many_stop "$t" 16; then
+		fail "$t" "data lost"
+	else
+		pass "$t"
+	fi
+}
+many_small footprint.small_processes "4 MiB of 64 KiB" hold 4M 64K
+# Mixed sizes: every class a process uses, packed (src/alloc/arena.c, "Packed runs").
+many_small footprint.small_mixed "4 MiB of 16 B-16 KiB" mixed 4M
 # -- footprint.churn ---------------------------------------------------------------------------
 cg_new ta-fp-churn-glibc max
 fp_start churn-glibc "$cg" - churn 400M 64K 5
