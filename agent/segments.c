@@ -246,18 +246,9 @@ static bool proc_stat(const char *proc, uint32_t pid, uint64_t *start, uid_t *ui
 	if (n <= 0)
 		return false;
 	text[n] = '\0';
-	/* The command (field 2) may hold spaces and ')': count from the last ')'. */
-	const char *p = strrchr(text, ')');
-	if (p == NULL)
+	char state;
+	if (!ta_proc_stat_parse(text, &state, start))
 		return false;
-	unsigned field = 2;
-	for (; *p != '\0' && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	uint64_t v = 0;
-	while (*p >= '0' && *p <= '9')
-		v = v * 10 + (uint64_t)(*p++ - '0');
-	*start = v;
 	*uid = st.st_uid;
 	return true;
 }

@@ -28,6 +28,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "quota/shm.h"
 #include "tieralloc/shm_abi.h"
 
 #define MAX_SEGMENT_BYTES (1u << 20)
@@ -58,20 +59,7 @@ static int proc_stat(const char *proc, uint32_t pid, char *state, uint64_t *star
 		return -1;
 	if (read_small(path, text, sizeof(text)) < 0)
 		return errno == ENOENT || errno == ESRCH ? 0 : -1;
-	/* The command (field 2) may hold spaces and ')': count from the last ')'. */
-	const char *p = strrchr(text, ')');
-	if (p == NULL || p[1] != ' ')
-		return -1;
-	*state = p[2];
-	unsigned field = 2;
-	for (; *p != '\0' && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	uint64_t v = 0;
-	while (*p >= '0' && *p <= '9')
-		v = v * 10 + (uint64_t)(*p++ - '0');
-	*start = v;
-	return 1;
+	return ta_proc_stat_parse(text, state, start) ? 1 : -1;
 }
 
 bool ta_slot_alive(const char *proc, uint32_t pid, uint64_t start_time)

@@ -422,20 +422,8 @@ static uint64_t proc_stat(int pid, char *state)
 	ssize_t n = ta_read_file(path, text, sizeof(text));
 	if (n <= 0)
 		return 0;
-	/* Field 22; the command (field 2) may hold spaces and ')', so count from the last ')'. */
-	const char *p = strrchr(text, ')');
-	if (p == NULL)
-		return 0;
-	if (p[1] == ' ')
-		*state = p[2];
-	unsigned field = 2;
-	for (; *p != '\0' && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	uint64_t v = 0;
-	while (*p >= '0' && *p <= '9')
-		v = v * 10 + (uint64_t)(*p++ - '0');
-	return v;
+	uint64_t start;
+	return ta_proc_stat_parse(text, state, &start) ? start : 0;
 }
 
 uint64_t ta_proc_start_time(int pid)

@@ -41,6 +41,10 @@ struct ta_shm {
 extern struct ta_shm ta_shm;
 
 /* ---- shm.c ---- */
+/* From the text of /proc/<pid>/stat: the state letter (field 3) and the start time (field 22, in
+ * clock ticks since boot); false when the text is not such a line. A slot is its process's while
+ * both pid and start time match (shm_abi.c: the library, the agent and tieralloc-stat read it). */
+bool ta_proc_stat_parse(const char *text, char *state, uint64_t *start_time);
 /* Check a mapped segment's header against its size: 0, or -EINVAL with a reason. */
 int ta_shm_validate(const void *seg, size_t size, const char **why);
 /* A validated segment's agent block; NULL when it has none (made before minor 2) or a bad one. */

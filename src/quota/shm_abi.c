@@ -4,6 +4,8 @@
  * allocator (src/quota/shm.c), the tools that only read segments (tieralloc-stat) and the agent
  * (tierallocd) all need, kept apart so that they link it without the allocator.
  */
+#include <string.h>
+
 #include "base/base.h"
 #include "quota/quota.h"
 #include "quota/shm.h"
@@ -70,4 +72,22 @@ struct ta_shm_agent *ta_shm_agent_block(const struct ta_shm_header *h, size_t si
 	if (h->agent_off < slots_end || (uint64_t)h->agent_off + h->agent_size > size)
 		return NULL;
 	return (struct ta_shm_agent *)((char *)h + h->agent_off);
+}
+
+bool ta_proc_stat_parse(const char *text, char *state, uint64_t *start_time)
+{
+	/* The command (field 2) may hold spaces and ')': count from the last ')'. */
+	const char *p = strrchr(text, ')');
+	if (p == NULL || p[1] != ' ' || p[2] == '\0')
+		return false;
+	*state = p[2];
+	unsigned field = 2;
+	for (; *p != '\0' && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	uint64_t v = 0;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	*start_time = v;
+	return field == 22;
 }

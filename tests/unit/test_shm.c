@@ -209,10 +209,39 @@ static void test_two_walkers(void)
 	test_context("%s", "");
 }
 
+/* /proc/<pid>/stat as the library, the agent and tieralloc-stat read it (ta_proc_stat_parse). */
+static void test_proc_stat(void)
+{
+	char state = 0;
+	uint64_t start = 0;
+	test_context("a command with spaces and parentheses");
+	expect_true(
+	    ta_proc_stat_parse("42 (a) b (c)) S 1 42 42 0 -1 4194560 99 0 0 0 0 0 0 0 20 0 1 "
+			       "0 123456 4096 100",
+			       &state, &start));
+	expect_eq(state, 'S');
+	expect_eq(start, 123456);
+	test_context("cut before the start time, no ')', nothing after it");
+	expect_true(!ta_proc_stat_parse("42 (a) S 1 42 42", &state, &start));
+	expect_true(!ta_proc_stat_parse("42 a S 1", &state, &start));
+	expect_true(!ta_proc_stat_parse("42 (a)", &state, &start));
+	test_context("this process, as the kernel writes it");
+	char text[1024];
+	FILE *f = fopen("/proc/self/stat", "r");
+	expect_true(f != NULL && fgets(text, sizeof(text), f) != NULL);
+	if (f != NULL)
+		fclose(f);
+	expect_true(ta_proc_stat_parse(text, &state, &start));
+	expect_eq(state, 'R');
+	expect_eq(start, ta_proc_start_time(getpid()));
+	test_context("%s", "");
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const env[] = { "TIERALLOC_SHM_NAME=off", NULL };
 	test_reexec_with_env(argv, env);
+	test_proc_stat();
 	test_reclaim_dead();
 	test_marker_and_absurd();
 	test_two_walkers();
