@@ -182,7 +182,8 @@ static void *small_alloc_nocache(unsigned cls, size_t size, size_t align, int wa
 __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int t, unsigned cls,
 						      void *p)
 {
-	if (cls >= TA_NCLASSES) { /* a packed object (its header's class), or not ours */
+	bool packed = cls >= TA_NCLASSES;
+	if (packed) { /* a packed object (its header's class), or not ours */
 		cls = ta_small_class_of(p);
 		if (cls >= TA_NCLASSES) {
 			ta_log_foreign(p, "free");
@@ -192,6 +193,15 @@ __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int 
 	int64_t csize = ta_class_size[cls];
 	if (tc == NULL)
 		tc = ta_tcache_get();
+	if (packed && tc != NULL && !tc->in_slow) {
+		tc->pack_freed += (uint32_t)csize;
+		if (tc->pack_freed >= TA_PACK_FREED_BATCH) {
+			ta_arena_pack_freed(tc->pack_freed);
+			tc->pack_freed = 0;
+		}
+	} else if (packed && tc == NULL) {
+		ta_arena_pack_freed((uint64_t)csize);
+	}
 	if (tc == NULL) {
 		ta_arena_flush((unsigned)t, cls, &p, 1);
 		ta_tcache_live_add(NULL, (unsigned)t, -csize);

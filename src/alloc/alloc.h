@@ -274,8 +274,14 @@ bool ta_arena_packs(size_t size);
 /* A new packed object of at least size bytes in the tier, from its packed run or a new one charged
  * as ch says; NULL when refused (ch->refused), when the process no longer packs, or no memory. */
 void *ta_arena_pack(unsigned tier, size_t size, struct ta_fill_charge *ch);
-/* Bytes of packed runs the process may cut from now on (TIERALLOC_PACK at start; 0: none). */
+/* Bytes of packed runs the process may cut from now on (TIERALLOC_PACK at start; 0: none), and
+ * nothing packed or freed yet as far as stopping is concerned (ta_arena_pack_freed). */
 void ta_arena_set_pack_limit(uint64_t bytes);
+/* Bytes of packed objects freed: past a quarter of those packed (and TA_PACK_FREED_FLOOR), the
+ * process packs no more. */
+void ta_arena_pack_freed(uint64_t bytes);
+#define TA_PACK_FREED_BATCH 16384u	 /* a thread reports its packed frees by this many bytes */
+#define TA_PACK_FREED_FLOOR (256u << 10) /* frees that never stop packing */
 /* Give back n objects of cls (each to its run). */
 void ta_arena_flush(unsigned tier, unsigned cls, void *const *objs, unsigned n);
 /* Give the pages of the tier's runs that have been empty (every object back) for min_age_ns or
@@ -482,6 +488,7 @@ struct ta_tcache {
 	volatile int in_slow;	/* inside a slow path: signal-handler frees must not take locks */
 	void *_Atomic deferred; /* frees that arrived from a signal handler mid-slow-path */
 	size_t map_size;	/* bytes of this mmap'd structure with its slot arrays */
+	uint32_t pack_freed;	/* bytes of packed objects freed, not yet reported */
 	void **slot_next, **slot_end; /* the slot area not handed to a bin yet */
 	struct ta_tcache *next, *prev;
 	/* Last: a process with fewer tiers never touches the others' bins (10 KiB for three). */

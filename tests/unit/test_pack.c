@@ -10,7 +10,8 @@
  *   - a pointer into a packed object, not at its start, is not taken for one;
  *   - a chunk of packed objects moved to another tier: its objects freed before the move come
  *     back in the new tier only, with their contents;
- *   - once the process's packed bytes are used up (TIERALLOC_PACK), objects come from class runs.
+ *   - a process that freed a quarter of what it packed, or used up its TIERALLOC_PACK bytes,
+ *     packs no more: objects come from class runs.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,7 @@ static bool intact(const unsigned char *p, size_t n, unsigned seed)
 
 static void layout(void)
 {
+	ta_arena_set_pack_limit(16u << 20); /* and nothing freed yet */
 	test_context("consecutive packed objects: adjacent, aligned, sized by their header");
 	char *a = tieralloc_malloc(1000), *b = tieralloc_malloc(3000), *c = tieralloc_malloc(130);
 	expect_true(a != NULL && b != NULL && c != NULL);
@@ -81,6 +83,7 @@ static void layout(void)
 
 static void accounting(void)
 {
+	ta_arena_set_pack_limit(16u << 20); /* and nothing freed yet */
 	test_context("live bytes: an object counts alike out and back");
 	settle();
 	int64_t before = (int64_t)live(0);
@@ -95,6 +98,7 @@ static void accounting(void)
 
 static void aligned(void)
 {
+	ta_arena_set_pack_limit(16u << 20); /* and nothing freed yet */
 	test_context("an alignment above 16 gets a class run's object, never a packed one");
 	void *p = tieralloc_malloc(1000);
 	unsigned cls = ta_small_class_of(p);
@@ -111,6 +115,7 @@ static void aligned(void)
 /* A chunk of packed objects moved to tier 1, as demotion does (its pages stay: one node). */
 static void retagged(void)
 {
+	ta_arena_set_pack_limit(16u << 20); /* and nothing freed yet */
 	test_context("a retagged chunk's packed objects find their new tier");
 	enum { N = 3000, SIZE = 2000 };
 	static unsigned char *v[N];
@@ -134,15 +139,17 @@ static void retagged(void)
 	uint64_t live_bytes;
 	expect_ge(ta_arena_retag_chunk(first, 1, &live_bytes), 0);
 	expect_eq(tieralloc_tier_of(v[1]), 1);
-	test_context("tier 0 hands out none of them; tier 1 all");
+	test_context("tier 0 hands out none of them, and moves them to tier 1; tier 1 all");
 	unsigned cls = ta_small_class_of(v[1]);
 	unsigned in1 = 0;
-	for (unsigned i = 0; i < freed + 64; i++) {
+	for (unsigned i = 0; i < 20 * freed && ta_arenas[0].packed[cls] != NULL; i++) {
 		unsigned char *p = tieralloc_malloc_tier(0, ta_class_size[cls]);
 		expect_eq(tieralloc_tier_of(p), 0);
 		expect_true((struct ta_chunk *)((uintptr_t)p & ~(TA_CHUNK_SIZE - 1)) != first);
 	}
-	for (unsigned i = 0; i < freed; i++) {
+	expect_true(ta_arenas[0].packed[cls] == NULL);
+	/* Past the largest cache: a refill may put run objects on top of them. */
+	for (unsigned i = 0; i < freed + 512; i++) {
 		unsigned char *p = tieralloc_malloc_tier(1, ta_class_size[cls]);
 		in1 += (struct ta_chunk *)((uintptr_t)p & ~(TA_CHUNK_SIZE - 1)) == first;
 	}
@@ -151,6 +158,36 @@ static void retagged(void)
 	for (unsigned i = 0; i < N; i++)
 		if (v[i] != NULL && !intact(v[i], SIZE, i))
 			test_fail(__FILE__, __LINE__, "object %u changed", i);
+}
+
+/* A process that frees much of what it packed packs no more: its freed objects would serve only
+ * their own class, where a class's run would have gone back to the kernel. */
+static void churn(void)
+{
+	ta_arena_set_pack_limit(16u << 20); /* and nothing freed yet */
+	test_context("freeing a quarter of what was packed stops packing");
+	expect_true(ta_arena_packs(1000));
+	enum { N = 4096 };
+	static void *v[N];
+	unsigned n = 0;
+	while (n < N && ta_arena_packs(1000)) {
+		for (unsigned i = 0; i < 64 && n < N; i++, n++)
+			v[n] = tieralloc_malloc(1000 + (n % 7) * 500);
+		for (unsigned i = n - 64; i < n; i++) {
+			tieralloc_free(v[i]); /* all of each batch */
+			v[i] = NULL;
+		}
+	}
+	expect_true(!ta_arena_packs(1000));
+	/* A class no freed packed object serves (none listed, none cached): a new object. */
+	unsigned cls = ta_size_class(TA_PACK_MIN);
+	while (cls < ta_size_class(TA_PACK_MAX) &&
+	       (ta_arenas[0].packed[cls] != NULL || ta_tls->bins[0][cls].count != 0 ||
+		!ta_class_is_coarse(cls)))
+		cls++;
+	void *p = tieralloc_malloc(ta_class_size[cls]);
+	expect_true(p != NULL && !is_packed(p));
+	tieralloc_free(p);
 }
 
 static void used_up(void)
@@ -168,10 +205,11 @@ int main(int argc, char **argv)
 	static const char *const env[] = { "TIERALLOC_SHM_NAME=off", "TIERALLOC_ENFORCE=off",
 					   "TIERALLOC_TIERS=0;0", "TIERALLOC_PACK=16M", NULL };
 	test_reexec_with_env(argv, env);
+	retagged();
 	layout();
 	accounting();
 	aligned();
-	retagged();
+	churn();
 	used_up();
 	test_context("%s", "");
 	return test_done();
