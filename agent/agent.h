@@ -111,8 +111,9 @@ struct ta_damon_stats {
 	unsigned regions; /* in the last file */
 };
 /* Takes DAMON's sysfs interface (admin: /sys/kernel/mm/damon/admin) and starts the thread that
- * keeps one kdamond per process and rewrites its access file in shm every second. NULL with a
- * line in err when the kernel has none or another kdamond is on. */
+ * keeps one kdamond per process and rewrites its access file in shm every aggregation (5 s; less
+ * often when that would take more than 1% of a core). NULL with a line in err when the kernel has
+ * none or another kdamond is on. */
 struct ta_damon *ta_damon_start(const char *admin, const char *shm, bool verbose, char *err,
 				size_t errlen);
 /* The processes to monitor from now on. */

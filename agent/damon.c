@@ -7,7 +7,7 @@
  * DAMON's sysfs interface (Linux >= 5.18; the vaddr operations and schemes' tried regions, >=
  * 6.2): one kdamond per process, since a context's tried regions do not say which target they
  * belong to and a kdamond has one context. Each monitors its process's address space, samples
- * every 100 ms and aggregates over 1 s (so nr_accesses is 0..10), with 10 to 256 regions; a
+ * every 500 ms and aggregates over 5 s (so nr_accesses is 0..10), with 10 to 128 regions; a
  * "stat" scheme that matches every region lists them under tried_regions when asked
  * (update_schemes_tried_regions, which waits for the next aggregation: hence a thread of its
  * own, away from the agent's 0.25 s loop).
@@ -32,10 +32,15 @@
 #include "agent.h"
 #include "enforce/heatfile.h"
 
-#define SAMPLE_US   100000u
-#define AGGR_US	    1000000u
-#define MIN_REGIONS 10u
-#define MAX_REGIONS 256u
+/* What it costs (bench/run-access-agent.sh, 1 GiB, TCG guest, docs/DESIGN-NOTES.md): the
+ * kdamond's share of a core goes with the sampling rate, the agent thread's with the regions it
+ * reads (three sysfs files each) per round. 500 ms samples and at most 128 regions, and a round
+ * no more often than keeps the thread within CPU_BUDGET_PCT of a core. */
+#define SAMPLE_US      500000u
+#define AGGR_US	       5000000u
+#define MIN_REGIONS    10u
+#define MAX_REGIONS    128u
+#define CPU_BUDGET_PCT 1u
 
 struct monitored {
 	struct ta_agent_proc proc;
@@ -57,6 +62,7 @@ struct ta_damon {
 	struct ta_heatfile_region regions[MAX_REGIONS * 2];
 	uint64_t file[TA_HEATFILE_MAX_BYTES / sizeof(uint64_t) + 1];
 	struct ta_damon_stats stats; /* under lock */
+	uint64_t period_ns;	     /* between rounds: the aggregation, or longer (budget) */
 };
 
 static uint64_t monotonic_ns(void)
@@ -128,7 +134,7 @@ int ta_damon_regions(const char *dir, struct ta_heatfile_region *out, unsigned m
 	unsigned n = 0;
 	for (unsigned i = 0;; i++) {
 		char path[600];
-		uint64_t start, end, acc, age;
+		uint64_t start, end, acc;
 		snprintf(path, sizeof(path), "%s/%u/start", dir, i);
 		if (get_u64(path, &start) != 0)
 			break;
@@ -138,9 +144,7 @@ int ta_damon_regions(const char *dir, struct ta_heatfile_region *out, unsigned m
 		snprintf(path, sizeof(path), "%s/%u/nr_accesses", dir, i);
 		if (get_u64(path, &acc) != 0)
 			return -1;
-		snprintf(path, sizeof(path), "%s/%u/age", dir, i);
-		if (get_u64(path, &age) != 0)
-			return -1;
+		/* Its age is not read: the worker does not use it, and each file read costs. */
 		if (start >= end)
 			continue;
 		if (n == max)
@@ -149,7 +153,6 @@ int ta_damon_regions(const char *dir, struct ta_heatfile_region *out, unsigned m
 			.start = start,
 			.end = end,
 			.nr_accesses = acc > max_accesses ? max_accesses : (uint32_t)acc,
-			.age = age > UINT32_MAX ? UINT32_MAX : (uint32_t)age,
 		};
 	}
 	/* Listed in no particular order (sysfs names sort as strings), and regions of one
@@ -302,8 +305,8 @@ static void reconfigure(struct ta_damon *d, const struct ta_agent_proc *want, un
 	fflush(stdout);
 }
 
-/* One process's regions into its access file. */
-static void publish_one(struct ta_damon *d, unsigned i)
+/* One process's regions into its access file; the agent rewrites it every period_ns. */
+static void publish_one(struct ta_damon *d, unsigned i, uint64_t period_ns)
 {
 	struct monitored *m = &d->run[i];
 	if (m->dead)
@@ -324,7 +327,7 @@ static void publish_one(struct ta_damon *d, unsigned i)
 		.pid = m->proc.pid,
 		.start_time = m->proc.start_time,
 		.written_ns = monotonic_ns(),
-		.interval_ns = AGGR_US * 1000ull,
+		.interval_ns = period_ns,
 		.max_accesses = AGGR_US / SAMPLE_US,
 		.source = TA_HEATFILE_SOURCE_DAMON,
 	};
@@ -338,12 +341,19 @@ static void publish_one(struct ta_damon *d, unsigned i)
 	}
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void *loop(void *arg)
 {
 	struct ta_damon *d = arg;
 	struct ta_agent_proc want[TA_DAMON_MAX_PROCS];
 	for (;;) {
-		uint64_t t0 = monotonic_ns();
+		uint64_t t0 = monotonic_ns(), c0 = thread_cpu_ns();
 		pthread_mutex_lock(&d->lock);
 		bool stop = d->stop;
 		unsigned n = d->nwant;
@@ -357,11 +367,16 @@ static void *loop(void *arg)
 		if (changed)
 			reconfigure(d, want, n);
 		for (unsigned i = 0; i < d->nrun; i++)
-			publish_one(d, i);
-		/* Once per aggregation; update_schemes_tried_regions already waited for one. */
+			publish_one(d, i, d->period_ns);
+		/* Once per aggregation (update_schemes_tried_regions waited for one), or less often
+		 * when a round took more than the budget's share of that. */
 		uint64_t took = monotonic_ns() - t0;
-		uint64_t wait_ns =
-		    took >= AGGR_US * 1000ull ? 100000000ull : AGGR_US * 1000ull - took;
+		uint64_t cpu = thread_cpu_ns() - c0;
+		uint64_t period = AGGR_US * 1000ull;
+		if (cpu * (100 / CPU_BUDGET_PCT) > period)
+			period = cpu * (100 / CPU_BUDGET_PCT);
+		d->period_ns = period;
+		uint64_t wait_ns = took >= period ? 100000000ull : period - took;
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
 		until.tv_sec += (time_t)(wait_ns / 1000000000ull);
@@ -391,7 +406,7 @@ struct ta_damon *ta_damon_start(const char *admin, const char *shm, bool verbose
 	if (get_u64(path, &nk) != 0) {
 		snprintf(err, errlen,
 			 "this kernel has no DAMON sysfs interface (%s: %s): CONFIG_DAMON_SYSFS, "
-			 "Linux >= 5.18",
+			 "Linux >= 6.2",
 			 path, strerror(errno));
 		return NULL;
 	}
@@ -414,6 +429,7 @@ struct ta_damon *ta_damon_start(const char *admin, const char *shm, bool verbose
 	snprintf(d->admin, sizeof(d->admin), "%s", admin);
 	snprintf(d->shm, sizeof(d->shm), "%s", shm);
 	d->verbose = verbose;
+	d->period_ns = AGGR_US * 1000ull;
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_cond_init(&d->cond, NULL);
 	if (put(d, "kdamonds/nr_kdamonds", "0") != 0) {
@@ -427,6 +443,8 @@ struct ta_damon *ta_damon_start(const char *admin, const char *shm, bool verbose
 		free(d);
 		return NULL;
 	}
+	/* bench/run-access-agent.sh finds its CPU time by this name. */
+	pthread_setname_np(d->thread, "ta-damon");
 	return d;
 }
 

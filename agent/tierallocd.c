@@ -473,8 +473,8 @@ static int load_attach(const struct options *o, struct agent *ag)
 		if (ag->damon == NULL)
 			fprintf(stderr, "tierallocd: --access damon: %s; no access files\n", err);
 		else
-			printf("tierallocd: access: damon (one kdamond per process, 100 ms "
-			       "samples, 1 s aggregation)\n");
+			printf("tierallocd: access: damon (one kdamond per process, 500 ms "
+			       "samples, 5 s aggregation)\n");
 	}
 	if (ag->metrics != NULL)
 		printf("tierallocd: metrics at http://%s/metrics\n",

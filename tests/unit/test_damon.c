@@ -53,8 +53,6 @@ static void region(unsigned i, const char *start, const char *end, const char *a
 	put(rel, end);
 	snprintf(rel, sizeof(rel), "tried/%u/nr_accesses", i);
 	put(rel, acc);
-	snprintf(rel, sizeof(rel), "tried/%u/age", i);
-	put(rel, "3\n");
 }
 
 static void test_regions(void)
@@ -78,7 +76,6 @@ static void test_regions(void)
 	expect_eq(n, 12);
 	for (int i = 0; i < n; i++) {
 		expect_eq(r[i].start, (uint64_t)(i + 1) * 4096);
-		expect_eq(r[i].age, 3);
 		expect_le(r[i].nr_accesses, 10); /* 99 capped at the scale */
 	}
 	expect_eq(ta_damon_regions(path, r, 11, 10), -1); /* no room */
