@@ -364,17 +364,23 @@ static void *loop(void *arg)
 		bool changed = n != d->nrun;
 		for (unsigned j = 0; j < n && !changed; j++)
 			changed = !same(&d->run[j].proc, &want[j]);
-		if (changed)
+		if (changed) {
 			reconfigure(d, want, n);
+			c0 = thread_cpu_ns(); /* once per change: not a round's cost */
+		}
 		for (unsigned i = 0; i < d->nrun; i++)
 			publish_one(d, i, d->period_ns);
 		/* Once per aggregation (update_schemes_tried_regions waited for one), or less often
-		 * when a round took more than the budget's share of that. */
+		 * when a round took more than the budget's share of that. The files just written
+		 * say the last period; a process deems them stale after 3, so it at most doubles.
+		 */
 		uint64_t took = monotonic_ns() - t0;
 		uint64_t cpu = thread_cpu_ns() - c0;
 		uint64_t period = AGGR_US * 1000ull;
 		if (cpu * (100 / CPU_BUDGET_PCT) > period)
 			period = cpu * (100 / CPU_BUDGET_PCT);
+		if (period > 2 * d->period_ns)
+			period = 2 * d->period_ns;
 		d->period_ns = period;
 		uint64_t wait_ns = took >= period ? 100000000ull : period - took;
 		struct timespec until;
