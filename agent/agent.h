@@ -126,6 +126,9 @@ void ta_damon_stop(struct ta_damon *d);
 struct ta_heatfile_region;
 int ta_damon_regions(const char *dir, struct ta_heatfile_region *out, unsigned max,
 		     uint32_t max_accesses);
+/* How often each access file is rewritten, as the file says (stale after 3): the round's
+ * period, or as many aggregations as there are processes, whichever is longer. */
+uint64_t ta_damon_interval_ns(uint64_t period_ns, unsigned nrun, uint64_t aggr_us);
 /* For the tests: write an access file for p into shm, whole (temporary name, rename). */
 int ta_damon_write_file(const char *shm, const struct ta_agent_proc *p, const void *buf,
 			size_t len);

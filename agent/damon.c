@@ -341,6 +341,15 @@ static void publish_one(struct ta_damon *d, unsigned i, uint64_t period_ns)
 	}
 }
 
+uint64_t ta_damon_interval_ns(uint64_t period_ns, unsigned nrun, uint64_t aggr_us)
+{
+	/* Each update_schemes_tried_regions waits for its kdamond's next aggregation, one after
+	 * the other: with n processes a round can take n aggregations, and each file is
+	 * rewritten once a round. */
+	uint64_t round = (uint64_t)nrun * aggr_us * 1000ull;
+	return round > period_ns ? round : period_ns;
+}
+
 static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
@@ -369,7 +378,7 @@ static void *loop(void *arg)
 			c0 = thread_cpu_ns(); /* once per change: not a round's cost */
 		}
 		for (unsigned i = 0; i < d->nrun; i++)
-			publish_one(d, i, d->period_ns);
+			publish_one(d, i, ta_damon_interval_ns(d->period_ns, d->nrun, AGGR_US));
 		/* Once per aggregation (update_schemes_tried_regions waited for one), or less often
 		 * when a round took more than the budget's share of that. The files just written
 		 * say the last period; a process deems them stale after 3, so it at most doubles.

@@ -6,6 +6,8 @@
  *   at the scale, and a listing with overlapping or unreadable regions is refused;
  * - the access file is written whole under its name, and what was at the temporary name (a
  *   symbolic link another user left there) is removed, not followed;
+ * - the interval a file says covers a whole round, one aggregation per process (else files
+ *   go stale between rewrites with three processes or more);
  * - DAMON is not taken when a kdamond is on (someone else's monitoring), nor where there is
  *   no interface, each with a line saying which.
  */
@@ -111,6 +113,19 @@ static void test_write(void)
 	test_context("%s", "");
 }
 
+static void test_interval(void)
+{
+	test_context("interval in the file");
+	/* One process: the period (the aggregation, or longer for the CPU budget). */
+	expect_eq(ta_damon_interval_ns(5000000000ull, 1, 5000000), 5000000000ull);
+	expect_eq(ta_damon_interval_ns(9000000000ull, 1, 5000000), 9000000000ull);
+	/* Ten processes: a round can wait ten aggregations, one per kdamond; saying 5 s would make
+	 * every file stale 15 s after it was written, before its next rewrite. */
+	expect_eq(ta_damon_interval_ns(5000000000ull, 10, 5000000), 50000000000ull);
+	expect_eq(ta_damon_interval_ns(5000000000ull, 0, 5000000), 5000000000ull);
+	test_context("%s", "");
+}
+
 static void test_start(void)
 {
 	test_context("taking DAMON");
@@ -149,6 +164,7 @@ int main(void)
 		test_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
 	test_regions();
 	test_write();
+	test_interval();
 	test_start();
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
