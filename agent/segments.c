@@ -889,6 +889,39 @@ int ta_agent_segments_metrics(struct ta_agent_segments *set, FILE *f)
 	return rc != 0 || ferror(f) ? -1 : 0;
 }
 
+unsigned ta_agent_segments_procs(struct ta_agent_segments *set, struct ta_agent_proc *out,
+				 unsigned max)
+{
+	unsigned n = 0;
+	for (struct segment *s = set->list; s != NULL && n < max; s = s->next) {
+		if (strcmp(s->proc, "/proc") != 0)
+			continue;
+		size_t len = (size_t)s->max_slots * s->slot_size;
+		char *slots = len <= SLOTS_READ_MAX ? malloc(len) : NULL;
+		if (slots == NULL || pread(s->fd, slots, len, s->slots_off) != (ssize_t)len) {
+			free(slots);
+			continue;
+		}
+		for (unsigned i = 0; i < s->max_slots && n < max; i++) {
+			struct ta_shm_slot *slot = (void *)(slots + (size_t)i * s->slot_size);
+			uint32_t pid = atomic_load(&slot->pid);
+			uint64_t want = atomic_load(&slot->start_time), start;
+			uid_t uid;
+			if (pid == 0 || pid > INT32_MAX || want == 0 ||
+			    !proc_stat("/proc", pid, &start, &uid) || start != want ||
+			    (s->id.owner != 0 && uid != s->id.owner))
+				continue;
+			bool dup = false;
+			for (unsigned j = 0; j < n && !dup; j++)
+				dup = out[j].pid == pid;
+			if (!dup)
+				out[n++] = (struct ta_agent_proc){ pid, uid, start };
+		}
+		free(slots);
+	}
+	return n;
+}
+
 bool ta_agent_segments_has(const struct ta_agent_segments *set, uint64_t cgroup_id)
 {
 	for (const struct segment *s = set->list; s != NULL; s = s->next)

@@ -9,7 +9,10 @@
  *
  *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
  *              [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH]
- *              [--btf PATH] [-h|--help] [--version]
+ *              [--access damon|none] [--btf PATH] [-h|--help] [--version]
+ *
+ * With --access damon it also monitors the accesses of the processes in the segments' slots
+ * with DAMON and writes each an access file (damon.c), which TIERALLOC_ACCESS=agent reads.
  *
  * With --metrics it answers GET /metrics with the segments in Prometheus' text format (the same
  * as tieralloc-stat --prometheus, tools/prom.c) from its own loop (metrics.c); with --textfile
@@ -202,7 +205,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
 		"[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
-		"[--btf PATH] [-h|--help] [--version]\n"
+		"[--access damon|none] [--btf PATH] [-h|--help] [--version]\n"
 		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
 		"                at least 0.05)\n"
 		"  --rescan S    look for new segments every S seconds (default 2), and at\n"
@@ -215,13 +218,17 @@ static void usage(FILE *f)
 		"                http://ADDRESS:PORT/metrics (ADDRESS 127.0.0.1 if left out)\n"
 		"  --metrics-any allow a --metrics ADDRESS that is not a loopback one\n"
 		"  --textfile PATH  write the same text into PATH every second (atomically)\n"
+		"  --access damon  monitor the accesses of tieralloc processes with DAMON\n"
+		"                (Linux >= 6.2 with DAMON's sysfs interface) and write each one\n"
+		"                /dev/shm/tieralloc_access.PID for TIERALLOC_ACCESS=agent;\n"
+		"                none (default): no access monitoring\n"
 		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
 		"  --version     print \"tierallocd VERSION\" and exit\n");
 }
 
 struct options {
 	double interval, rescan; /* seconds */
-	bool print, once, stats, metrics_any;
+	bool print, once, stats, metrics_any, damon;
 	const char *btf, *metrics, *textfile;
 };
 
@@ -250,7 +257,8 @@ static int parse(int argc, char **argv, struct options *o)
 		OPT_VERSION,
 		OPT_METRICS,
 		OPT_METRICS_ANY,
-		OPT_TEXTFILE
+		OPT_TEXTFILE,
+		OPT_ACCESS
 	};
 	static const struct option longopts[] = {
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -264,6 +272,7 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "metrics", required_argument, NULL, OPT_METRICS },
 		{ "metrics-any", no_argument, NULL, OPT_METRICS_ANY },
 		{ "textfile", required_argument, NULL, OPT_TEXTFILE },
+		{ "access", required_argument, NULL, OPT_ACCESS },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .interval = 0.25, .rescan = 2, .btf = "/sys/kernel/btf/vmlinux" };
@@ -306,6 +315,14 @@ static int parse(int argc, char **argv, struct options *o)
 				return 2;
 			}
 			o->textfile = optarg;
+			break;
+		case OPT_ACCESS:
+			if (strcmp(optarg, "damon") != 0 && strcmp(optarg, "none") != 0) {
+				fprintf(stderr, "tierallocd: bad --access \"%s\" (damon or none)\n",
+					optarg);
+				return 2;
+			}
+			o->damon = strcmp(optarg, "damon") == 0;
 			break;
 		case 'h':
 			usage(stdout);
@@ -362,7 +379,8 @@ struct agent {
 	struct ring_buffer *alerts;
 	struct alerted alerted;
 	struct ta_metrics_server *metrics;
-	bool textfile_failed; /* said once, until a write works again */
+	struct ta_damon *damon; /* --access damon, when DAMON could be taken */
+	bool textfile_failed;	/* said once, until a write works again */
 };
 
 /* The metrics' text (ta_metrics_body): the segments as they are now. */
@@ -447,6 +465,17 @@ static int load_attach(const struct options *o, struct agent *ag)
 	}
 	printf("tierallocd: attached (destination nodes from %s)\n",
 	       ag->exact ? "migrate_pages() arguments" : "the migrating CPU's node");
+	if (o->damon) {
+		/* Not fatal: the processes fall back to soft-dirty and say so. */
+		char err[300];
+		ag->damon = ta_damon_start("/sys/kernel/mm/damon/admin", "/dev/shm", o->print, err,
+					   sizeof(err));
+		if (ag->damon == NULL)
+			fprintf(stderr, "tierallocd: --access damon: %s; no access files\n", err);
+		else
+			printf("tierallocd: access: damon (one kdamond per process, 500 ms "
+			       "samples, 5 s aggregation)\n");
+	}
 	if (ag->metrics != NULL)
 		printf("tierallocd: metrics at http://%s/metrics\n",
 		       ta_metrics_address(ag->metrics));
@@ -471,6 +500,12 @@ static void run(const struct options *o, struct agent *ag)
 		if (round % rescan_every == 0) {
 			ta_agent_segments_rescan(ag->segments, o->print);
 			last_rescan_ms = monotonic_ms();
+			if (ag->damon != NULL) {
+				struct ta_agent_proc procs[TA_DAMON_MAX_PROCS];
+				unsigned n = ta_agent_segments_procs(ag->segments, procs,
+								     TA_DAMON_MAX_PROCS);
+				ta_damon_set_procs(ag->damon, procs, n);
+			}
 		}
 		/* Wait for the interval, serving promotion alerts and metrics requests meanwhile:
 		 * the cgroups the alerts name get their counts, and perhaps an alarm, at once. */
@@ -541,6 +576,7 @@ static void run(const struct options *o, struct agent *ag)
 /* The one way out: whatever load_attach() made, detached and freed. */
 static void cleanup(struct agent *ag)
 {
+	ta_damon_stop(ag->damon);
 	ta_metrics_free(ag->metrics);
 	ring_buffer__free(ag->alerts);
 	if (ag->skel != NULL)

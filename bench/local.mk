@@ -65,3 +65,11 @@ bench-access: bench/access-cost$(EXEEXT) $(lib_LTLIBRARIES)
 	$(SHELL) $(top_srcdir)/bench/run-access.sh $(abs_top_builddir) $(abs_top_srcdir) \
 		$${BENCH_REPS:-3} $${BENCH_WS_MIB:-1024}
 .PHONY: bench-access
+
+# What the agent's access source (tierallocd --access damon) costs, in the 6.12 guest
+# (`make bench-access-agent`; BENCH_REPS, BENCH_WS_MIB as above). Needs the agent (HAVE_BPF).
+EXTRA_DIST += bench/run-access-agent.sh
+bench-access-agent: bench/access-cost$(EXEEXT) $(lib_LTLIBRARIES) $(sbin_PROGRAMS)
+	$(SHELL) $(top_srcdir)/bench/run-access-agent.sh $(abs_top_builddir) $(abs_top_srcdir) \
+		$${BENCH_REPS:-3} $${BENCH_WS_MIB:-1024}
+.PHONY: bench-access-agent

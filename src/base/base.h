@@ -69,7 +69,7 @@ void ta_log_fatal_assert(const char *cond, const char *file, int line) __attribu
 enum ta_on_full { TA_ON_FULL_LOWEST = 0, TA_ON_FULL_ENOMEM = 1 };
 enum ta_enforce_mode { TA_ENFORCE_DEFERRED = 0, TA_ENFORCE_INLINE = 1, TA_ENFORCE_OFF = 2 };
 enum ta_promotion_mode { TA_PROMOTION_GATED = 0, TA_PROMOTION_ALWAYS = 1, TA_PROMOTION_NEVER = 2 };
-enum ta_access_mode { TA_ACCESS_SOFT_DIRTY = 0, TA_ACCESS_AGE = 1 };
+enum ta_access_mode { TA_ACCESS_SOFT_DIRTY = 0, TA_ACCESS_AGE = 1, TA_ACCESS_AGENT = 2 };
 enum ta_opt_type { TA_OPT_BOOL, TA_OPT_SIZE, TA_OPT_STRING, TA_OPT_LEVEL, TA_OPT_ENUM, TA_OPT_MS };
 
 struct ta_options {

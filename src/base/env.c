@@ -17,7 +17,7 @@ static const char *const level_words[] = { "error", "warn", "info", "debug", NUL
 static const char *const on_full_words[] = { "lowest", "enomem", NULL };
 static const char *const enforce_words[] = { "deferred", "inline", "off", NULL };
 static const char *const promotion_words[] = { "gated", "always", "never", NULL };
-static const char *const access_words[] = { "soft-dirty", "age", NULL };
+static const char *const access_words[] = { "soft-dirty", "age", "agent", NULL };
 
 static const char *bad_shm_name(const char *v);
 
@@ -67,7 +67,9 @@ const struct ta_opt_desc ta_opt_table[] = {
 	{ "ACCESS", TA_OPT_ENUM, FIELD(access), "soft-dirty", .words = access_words,
 	  .help =
 	      "what ranks memory for demotion and promotion: \"soft-dirty\" (pages written "
-	      "lately, then age; age alone where the kernel lacks soft-dirty bits) or \"age\"" },
+	      "lately, then age; age alone where the kernel lacks soft-dirty bits), \"age\", or "
+	      "\"agent\" (soft-dirty plus what tierallocd --access damon saw accessed, reads "
+	      "included)" },
 	{ "ACCESS_PERIOD", TA_OPT_MS, FIELD(access_period_ms), "1s", .min = 100, .max = 3600 * 1000,
 	  .help = "how often written pages are sampled under a quota (ms or s suffix)" },
 };

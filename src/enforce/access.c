@@ -16,6 +16,12 @@
  * What it cannot see is reads: a range only read looks as cold as one never touched. The ranking
  * breaks ties by age (younger is warmer), so read-mostly data keeps today's order among itself.
  *
+ * With TIERALLOC_ACCESS=agent the sample also reads the agent's access file (heatfile.h): what
+ * tierallocd --access damon saw accessed, reads included. A range's part is then the larger of
+ * its written part and its accessed part, so a range only read ranks as hot as one written.
+ * Without a fresh file (no agent, or stopped) the written part alone counts, and access.source
+ * says why; soft-dirty keeps running either way, so the switch costs no unknown period.
+ *
  * Heat: 0 unknown, otherwise 1 + the written part in per mille, the newest sample weighing 3/4.
  * A sample says something only of pages that existed at the clear before it: a fresh page is
  * dirty because it was just faulted in. So a large object born since the last clear, or a chunk
@@ -23,11 +29,14 @@
  * written), and the probe's clear primes the first sample.
  */
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "enforce/enforce.h"
+#include "enforce/heatfile.h"
 
 #define PAGEMAP_PRESENT	   (1ull << 63)
 #define PAGEMAP_SOFT_DIRTY (1ull << 55)
@@ -45,6 +54,19 @@ static int pagemap_fd = -1, clear_fd = -1;
 static uint64_t last_ns;   /* the last clear */
 static uint64_t period_ns; /* until the next: the option's, or longer (ta_access_tick) */
 
+/* The agent's file, read once per sample by the worker alone. What access.source says of it is
+ * one of these constants, so that other threads read it without a lock. */
+static const char *const agent_fresh_text = "agent (damon, with soft-dirty)";
+static const char *const agent_none_text =
+    "soft-dirty (agent: no access file from tierallocd --access damon)";
+static const char *const agent_stale_text = "soft-dirty (agent: its access file is stale)";
+static const char *const agent_bad_text = "soft-dirty (agent: its access file was refused)";
+static const char *agent_text; /* atomic: one of the above, NULL until the first sample */
+static uint64_t agent_buf[TA_HEATFILE_MAX_BYTES / sizeof(uint64_t) + 1];
+static const struct ta_heatfile_region *agent_regions; /* NULL: no fresh file */
+static uint32_t agent_nregions, agent_max;
+static uint64_t self_start_time; /* /proc/self/stat field 22, 0: not read yet */
+
 void ta_access_count(const uint64_t *entries, size_t n, uint64_t *present, uint64_t *written)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -59,6 +81,11 @@ void ta_access_count(const uint64_t *entries, size_t n, uint64_t *present, uint6
 uint32_t ta_access_heat(uint32_t prev, uint64_t present, uint64_t written)
 {
 	uint64_t part = present == 0 ? 0 : written * 1000 / present;
+	return ta_access_heat_part(prev, part > 1000 ? 1000 : (uint32_t)part);
+}
+
+uint32_t ta_access_heat_part(uint32_t prev, uint32_t part)
+{
 	if (part > 1000)
 		part = 1000;
 	if (!ta_heat_known(prev))
@@ -76,6 +103,10 @@ const char *ta_access_source(void)
 	if (ta_opts.access == TA_ACCESS_AGE)
 		return "age";
 	int s = __atomic_load_n(&source_state, __ATOMIC_ACQUIRE);
+	if (s == SOURCE_READY && ta_opts.access == TA_ACCESS_AGENT) {
+		const char *t = __atomic_load_n(&agent_text, __ATOMIC_ACQUIRE);
+		return t != NULL ? t : "agent (not sampled yet)";
+	}
 	if (s == SOURCE_READY)
 		return "soft-dirty";
 	if (s == SOURCE_NONE)
@@ -85,7 +116,7 @@ const char *ta_access_source(void)
 
 bool ta_access_active(void)
 {
-	return ta_opts.access == TA_ACCESS_SOFT_DIRTY &&
+	return ta_opts.access != TA_ACCESS_AGE &&
 	       __atomic_load_n(&source_state, __ATOMIC_ACQUIRE) == SOURCE_READY &&
 	       atomic_load(&ta_access_samples) > 0;
 }
@@ -135,6 +166,87 @@ static const char *probe(void)
 	return why;
 }
 
+/* This process's start time, field 22 of /proc/self/stat: the agent's file names it, so that a
+ * file left for an earlier process of the same pid is not believed. */
+static uint64_t read_start_time(void)
+{
+	char text[1024];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	text[n] = '\0';
+	const char *p = strrchr(text, ')'); /* the command may hold spaces and ')' */
+	if (p == NULL)
+		return 0;
+	unsigned field = 2;
+	for (; *p != '\0' && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	uint64_t v = 0;
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	return v;
+}
+
+/* Read the agent's file for this sample: agent_regions set when it is there, this process's,
+ * fresh and sound. Another user could have made a file of that name first: only root's (the
+ * agent's) or our own user's is read. */
+static void agent_load(uint64_t now)
+{
+	const char *text = agent_none_text, *why = NULL;
+	agent_regions = NULL;
+	if (self_start_time == 0)
+		self_start_time = read_start_time();
+	char path[64];
+	ta_format(path, sizeof(path), "/dev/shm/" TA_HEATFILE_PREFIX "%u", (unsigned)getpid());
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	struct stat st;
+	if (fd >= 0) {
+		text = agent_bad_text;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    (st.st_uid == 0 || st.st_uid == geteuid()) &&
+		    (uint64_t)st.st_size <= TA_HEATFILE_MAX_BYTES) {
+			ssize_t got = pread(fd, agent_buf, (size_t)st.st_size, 0);
+			const struct ta_heatfile_header *h;
+			const struct ta_heatfile_region *r;
+			if (got == st.st_size &&
+			    ta_heatfile_parse(agent_buf, (size_t)got, (uint32_t)getpid(),
+					      self_start_time, now, &h, &r, &why) == 0) {
+				agent_regions = r;
+				agent_nregions = h->nregions;
+				agent_max = h->max_accesses;
+				text = agent_fresh_text;
+			} else if (why != NULL &&
+				   strcmp(why, "the agent's access file is stale") == 0) {
+				text = agent_stale_text;
+			}
+		}
+		close(fd);
+	}
+	const char *was = __atomic_exchange_n(&agent_text, text, __ATOMIC_ACQ_REL);
+	if (was != text)
+		ta_log(TA_LOG_INFO, "access: %s%s%s", text, why != NULL ? ": " : "",
+		       why != NULL ? why : "");
+}
+
+/* The part of a range a sample says was used: written (soft-dirty), or accessed (the agent's
+ * file), whichever is larger. */
+static uint32_t sample_part(const void *addr, size_t len, uint64_t present, uint64_t written)
+{
+	uint64_t part = present == 0 ? 0 : written * 1000 / present;
+	if (agent_regions != NULL) {
+		uint32_t a = ta_heatfile_part(agent_regions, agent_nregions, agent_max,
+					      (uint64_t)(uintptr_t)addr, len);
+		if (a > part)
+			part = a;
+	}
+	return part > 1000 ? 1000u : (uint32_t)part;
+}
+
 /* Present and written small pages of [addr, addr + len), from pagemap. */
 static void sample_range(const void *addr, size_t len, uint64_t *present, uint64_t *written)
 {
@@ -157,12 +269,11 @@ static void sample_range(const void *addr, size_t len, uint64_t *present, uint64
 #define MAX_LARGE  1024
 
 /* Pages that existed at the last clear (at since) tell something; fresh ones do not. */
-static uint32_t heat_after(uint32_t prev, uint64_t made_ns, uint64_t since, uint64_t present,
-			   uint64_t written)
+static uint32_t heat_after(uint32_t prev, uint64_t made_ns, uint64_t since, uint32_t part)
 {
 	if (made_ns >= since || prev == TA_HEAT_MOVED)
 		return 0;
-	return ta_access_heat(prev, present, written);
+	return ta_access_heat_part(prev, part);
 }
 
 static void count(uint32_t heat, uint64_t bytes, uint64_t sums[3])
@@ -178,8 +289,10 @@ static void sample_tier(unsigned t, uint64_t now, uint64_t since, uint64_t sums[
 	for (unsigned i = 0; i < nc; i++) {
 		uint64_t present = 0, written = 0;
 		struct ta_chunk *c = info[i].chunk;
-		sample_range(c, (size_t)info[i].pages_used * TA_PAGE_SIZE, &present, &written);
-		c->heat = heat_after(info[i].heat, info[i].carved_ns, since, present, written);
+		size_t len = (size_t)info[i].pages_used * TA_PAGE_SIZE;
+		sample_range(c, len, &present, &written);
+		c->heat = heat_after(info[i].heat, info[i].carved_ns, since,
+				     sample_part(c, len, present, written));
 		count(c->heat, present * SMALL_PAGE, sums);
 	}
 	unsigned nl = ta_large_take(t, large, MAX_LARGE, now);
@@ -188,7 +301,8 @@ static void sample_tier(unsigned t, uint64_t now, uint64_t since, uint64_t sums[
 		struct ta_large *l = large[i].owner;
 		sample_range(large[i].addr, large[i].len, &present, &written);
 		uint32_t heat =
-		    heat_after(large[i].heat, now - large[i].age_ns, since, present, written);
+		    heat_after(large[i].heat, now - large[i].age_ns, since,
+			       sample_part(large[i].addr, large[i].len, present, written));
 		ta_large_set_heat(l, heat);
 		count(heat, present * SMALL_PAGE, sums);
 		ta_cold_release(&large[i], -1, -1);
@@ -197,7 +311,7 @@ static void sample_tier(unsigned t, uint64_t now, uint64_t since, uint64_t sums[
 
 bool ta_access_tick(void)
 {
-	if (ta_opts.access != TA_ACCESS_SOFT_DIRTY || source_state == SOURCE_NONE)
+	if (ta_opts.access == TA_ACCESS_AGE || source_state == SOURCE_NONE)
 		return false;
 	uint64_t now = ta_monotonic_ns();
 	if (last_ns != 0 && now - last_ns < period_ns)
@@ -217,6 +331,8 @@ bool ta_access_tick(void)
 		atomic_store(&ta_access_period_ns, period_ns);
 		return false;
 	}
+	if (ta_opts.access == TA_ACCESS_AGENT)
+		agent_load(now);
 	uint64_t hot[TA_MAX_TIERS] = { 0 }, cold[TA_MAX_TIERS] = { 0 };
 	for (unsigned t = 0; t < ta_ntiers; t++) {
 		uint64_t sums[3] = { 0, 0, 0 }; /* hot, cold, unknown */
@@ -259,5 +375,8 @@ void ta_access_fork_child(void)
 	pagemap_fd = clear_fd = -1;
 	source_state = SOURCE_UNPROBED;
 	last_ns = 0;
+	self_start_time = 0;
+	agent_regions = NULL;
+	__atomic_store_n(&agent_text, NULL, __ATOMIC_RELEASE);
 	atomic_store(&ta_access_samples, 0);
 }

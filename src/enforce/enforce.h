@@ -32,6 +32,8 @@ extern _Atomic uint64_t ta_access_period_ns;
 void ta_access_count(const uint64_t *entries, size_t n, uint64_t *present, uint64_t *written);
 /* A range's heat after one sample (prev 0: unknown). */
 uint32_t ta_access_heat(uint32_t prev, uint64_t present, uint64_t written);
+/* The same from a part already in per mille (0..1000). */
+uint32_t ta_access_heat_part(uint32_t prev, uint32_t part);
 /* Whether a heat is known (a sample of pages that existed at the clear before it). */
 static inline bool ta_heat_known(uint32_t heat)
 {
@@ -42,7 +44,8 @@ bool ta_access_is_hot(uint32_t heat);
 bool ta_access_tick(void);
 /* Whether heats mean something (the source works and one period was sampled). */
 bool ta_access_active(void);
-/* "soft-dirty", "age", or "age (why soft-dirty is not there)". */
+/* "soft-dirty", "age", "age (why soft-dirty is not there)", or with TIERALLOC_ACCESS=agent
+ * "agent (damon, with soft-dirty)" or "soft-dirty (agent: why its file is not used)". */
 const char *ta_access_source(void);
 void ta_access_fork_child(void);
 

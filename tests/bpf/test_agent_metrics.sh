@@ -35,6 +35,8 @@ check_refused 'bad --metrics "70000" ([ADDRESS:]PORT, a numeric address)' --metr
 check_refused '--metrics-any without --metrics' --metrics-any
 check_refused '--textfile needs a path' --textfile=
 check_refused '--metrics needs a value' --metrics
+check_refused 'bad --access "idle" (damon or none)' --access idle
+check_refused '--access needs a value' --access
 
 ta_require prometheus prometheus
 ta_require promtool prometheus

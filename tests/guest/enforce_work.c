@@ -18,6 +18,8 @@
  *                                             of the blocks allocated, not interleaved
  *   ENFORCE_WORK_ACCESS=write                 the hot thread writes the word back (same value)
  *                                             instead of only reading it, pausing 10 ms a round
+ *   ENFORCE_WORK_ACCESS=read (or unset)        it only reads: soft-dirty cannot see it, the
+ *                                             agent's DAMON source can (access_agent.sh)
  *
  * Commands on stdin, one reply line each:
  *   where   "where hot_n0=P hot_n1=P cold_n0=P cold_n1=P other=P": pages of the hot and cold
@@ -220,6 +222,10 @@ int main(int argc, char **argv)
 	int first = layout != NULL && strcmp(layout, "hot-first") == 0;
 	int last = layout != NULL && strcmp(layout, "cold-first") == 0;
 	hot_writes = access != NULL && strcmp(access, "write") == 0;
+	if (access != NULL && !hot_writes && strcmp(access, "read") != 0) {
+		fprintf(stderr, "enforce_work: ENFORCE_WORK_ACCESS is read or write\n");
+		return 2;
+	}
 	size_t nhot = nblocks * hot_pct / 100;
 	blocks = calloc(nblocks, sizeof(*blocks));
 	is_hot = calloc(nblocks, 1);

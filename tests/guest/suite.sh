@@ -114,4 +114,6 @@ sh "$S/tests/guest/agent.sh" "$B" "$S" || failed=1
 sh "$S/tests/guest/footprint.sh" "$B" "$S" || failed=1
 # 9. Access-aware tiering (issue 14): cold memory down first, hot memory up, within the share.
 sh "$S/tests/guest/hotness.sh" "$B" "$S" || failed=1
+# 10. The agent's access source (issue 14 item 3): reads seen by DAMON, where the kernel has it.
+sh "$S/tests/guest/access_agent.sh" "$B" "$S" || failed=1
 exit $failed

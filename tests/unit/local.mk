@@ -6,7 +6,8 @@ unit_tests = \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
 	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_stress \
-	tests/unit/test_access tests/unit/test_pack
+	tests/unit/test_access tests/unit/test_pack tests/unit/test_heatfile \
+	tests/unit/test_damon
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -130,3 +131,14 @@ tests_unit_test_access_SOURCES = tests/unit/test_access.c tests/lib/test.h tests
 tests_unit_test_access_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_access_CFLAGS = $(unit_cflags)
 tests_unit_test_access_LDADD = $(unit_ldadd)
+
+tests_unit_test_heatfile_SOURCES = tests/unit/test_heatfile.c tests/lib/test.h
+tests_unit_test_heatfile_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_heatfile_CFLAGS = $(unit_cflags)
+tests_unit_test_heatfile_LDADD = $(unit_ldadd)
+
+# tierallocd --access damon's file side (agent/damon.c) needs no BPF and no DAMON: always built.
+tests_unit_test_damon_SOURCES = tests/unit/test_damon.c tests/lib/test.h agent/damon.c agent/agent.h
+tests_unit_test_damon_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
+tests_unit_test_damon_CFLAGS = $(unit_cflags)
+tests_unit_test_damon_LDADD = $(unit_ldadd)

@@ -317,9 +317,12 @@ static void test_access_period(void)
 	parse1("TIERALLOC_ACCESS=age", &r);
 	expect_good(&r);
 	expect_eq(r.opts.access, TA_ACCESS_AGE);
+	parse1("TIERALLOC_ACCESS=agent", &r);
+	expect_good(&r);
+	expect_eq(r.opts.access, TA_ACCESS_AGENT);
 	parse1("TIERALLOC_ACCESS=dirty", &r);
 	expect_bad(&r, "TIERALLOC_ACCESS=dirty");
-	expect_true(strstr(r.err, "expected soft-dirty or age") != NULL);
+	expect_true(strstr(r.err, "expected soft-dirty, age or agent") != NULL);
 	expect_eq(r.opts.access, TA_ACCESS_SOFT_DIRTY);
 	test_context("%s", "");
 }

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's access file: checked before anything in it is believed (it comes from another
+ * process, through a file any user could have made under that name), and folded into a range's
+ * accessed part. See heatfile.h.
+ */
+#include <string.h>
+
+#include "enforce/heatfile.h"
+
+int ta_heatfile_parse(const void *buf, size_t len, uint32_t pid, uint64_t start_time,
+		      uint64_t now_ns, const struct ta_heatfile_header **hdr,
+		      const struct ta_heatfile_region **regions, const char **why)
+{
+	const struct ta_heatfile_header *h = buf;
+	if (len < sizeof(*h) || h->magic != TA_HEATFILE_MAGIC) {
+		*why = "not an access file";
+		return -1;
+	}
+	if (h->version != TA_HEATFILE_VERSION || h->header_size != sizeof(*h)) {
+		*why = "an access file of another version";
+		return -1;
+	}
+	if (h->nregions > TA_HEATFILE_MAX_REGIONS ||
+	    len != sizeof(*h) + (size_t)h->nregions * sizeof(struct ta_heatfile_region)) {
+		*why = "an access file of the wrong size";
+		return -1;
+	}
+	if (h->pid != pid || h->start_time != start_time) {
+		*why = "an access file of another process";
+		return -1;
+	}
+	if (h->max_accesses == 0 || h->max_accesses > 1000000 || h->interval_ns == 0) {
+		*why = "an access file without a scale";
+		return -1;
+	}
+	/* Written in the future is as suspect as written long ago. */
+	if (h->written_ns > now_ns || now_ns - h->written_ns > 3 * h->interval_ns) {
+		*why = "the agent's access file is stale";
+		return -1;
+	}
+	const struct ta_heatfile_region *r = (const void *)((const char *)buf + sizeof(*h));
+	for (uint32_t i = 0; i < h->nregions; i++) {
+		if (r[i].start >= r[i].end || r[i].nr_accesses > h->max_accesses ||
+		    (i > 0 && r[i].start < r[i - 1].end)) {
+			*why = "an access file with bad regions";
+			return -1;
+		}
+	}
+	*hdr = h;
+	*regions = r;
+	return 0;
+}
+
+uint32_t ta_heatfile_part(const struct ta_heatfile_region *r, uint32_t n, uint32_t max_accesses,
+			  uint64_t addr, uint64_t len)
+{
+	if (len == 0 || max_accesses == 0 || addr + len < addr)
+		return 0;
+	uint64_t end = addr + len;
+	/* The first region ending after addr. */
+	uint32_t lo = 0, hi = n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (r[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* Sums of bytes times accesses (at most 10^6): counted in pages for a range of a MiB or
+	 * more, so that they cannot overflow. */
+	unsigned shift = len >= (1u << 20) ? 12 : 0;
+	uint64_t sum = 0;
+	for (uint32_t i = lo; i < n && r[i].start < end; i++) {
+		uint64_t a = r[i].start > addr ? r[i].start : addr;
+		uint64_t b = r[i].end < end ? r[i].end : end;
+		sum += ((b - a) >> shift) * r[i].nr_accesses;
+	}
+	uint64_t units = len >> shift;
+	uint64_t part = sum * 1000 / (units * max_accesses);
+	return part > 1000 ? 1000u : (uint32_t)part;
+}
+
+size_t ta_heatfile_encode(void *buf, const struct ta_heatfile_header *hdr,
+			  const struct ta_heatfile_region *regions, uint32_t n)
+{
+	if (n > TA_HEATFILE_MAX_REGIONS)
+		return 0;
+	struct ta_heatfile_header h = *hdr;
+	h.magic = TA_HEATFILE_MAGIC;
+	h.version = TA_HEATFILE_VERSION;
+	h.header_size = sizeof(h);
+	h.nregions = n;
+	memcpy(buf, &h, sizeof(h));
+	memcpy((char *)buf + sizeof(h), regions, (size_t)n * sizeof(*regions));
+	return sizeof(h) + (size_t)n * sizeof(*regions);
+}

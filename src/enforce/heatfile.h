@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The agent's access file (issue 14): what tierallocd saw of one process's accesses, reads
+ * included, from a kernel-side source (DAMON), for that process's enforcement worker to fold
+ * into the heat of its chunks and large objects (src/enforce/access.c). One file per process,
+ * /dev/shm/tieralloc_access.<pid>, written whole by the agent (root) and renamed into place,
+ * owned by the process's user, mode 0400. Pure: no system calls here, so the agent and the unit
+ * tests link it as it is.
+ *
+ * Layout (host byte order: the agent and the process share the machine):
+ *   struct ta_heatfile_header, then nregions struct ta_heatfile_region, sorted by start and not
+ *   overlapping. nr_accesses counts DAMON's samples, out of max_accesses per aggregation, in
+ *   which the region's sampled page had been accessed (read or written).
+ */
+#ifndef TA_HEATFILE_H
+#define TA_HEATFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TA_HEATFILE_MAGIC	 0x3176746165687461ull
+#define TA_HEATFILE_VERSION	 1u
+#define TA_HEATFILE_MAX_REGIONS	 1024u
+#define TA_HEATFILE_PREFIX	 "tieralloc_access."
+#define TA_HEATFILE_SOURCE_DAMON 1u
+
+struct ta_heatfile_header {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t header_size; /* sizeof(struct ta_heatfile_header) */
+	uint32_t pid;	      /* the process, in the agent's pid namespace */
+	uint32_t nregions;
+	uint64_t start_time;  /* /proc/<pid>/stat field 22: a reused pid is not this process */
+	uint64_t written_ns;  /* CLOCK_MONOTONIC when the agent wrote it */
+	uint64_t interval_ns; /* how often the agent rewrites it: stale after 3 of them */
+	uint32_t max_accesses;
+	uint32_t source; /* TA_HEATFILE_SOURCE_* */
+};
+
+struct ta_heatfile_region {
+	uint64_t start, end; /* [start, end) */
+	uint32_t nr_accesses, age;
+};
+
+#define TA_HEATFILE_MAX_BYTES                                                                      \
+	(sizeof(struct ta_heatfile_header) +                                                       \
+	 TA_HEATFILE_MAX_REGIONS * sizeof(struct ta_heatfile_region))
+
+/* Checks a file's bytes: 0 when they are a file for this pid and start time, fresh at now_ns
+ * (written within 3 intervals); -1 with *why set otherwise. On success *hdr and *regions point
+ * into buf. */
+int ta_heatfile_parse(const void *buf, size_t len, uint32_t pid, uint64_t start_time,
+		      uint64_t now_ns, const struct ta_heatfile_header **hdr,
+		      const struct ta_heatfile_region **regions, const char **why);
+
+/* The accessed part of [addr, addr + len) in per mille: the regions' nr_accesses over
+ * max_accesses, weighted by how much of the range each covers; what no region covers counts as
+ * not accessed. */
+uint32_t ta_heatfile_part(const struct ta_heatfile_region *r, uint32_t n, uint32_t max_accesses,
+			  uint64_t addr, uint64_t len);
+
+/* Writes a file's bytes into buf (at least TA_HEATFILE_MAX_BYTES); returns the length, 0 when
+ * there are more than TA_HEATFILE_MAX_REGIONS regions (the agent asks DAMON for fewer). */
+size_t ta_heatfile_encode(void *buf, const struct ta_heatfile_header *hdr,
+			  const struct ta_heatfile_region *regions, uint32_t n);
+
+#endif /* TA_HEATFILE_H */
