@@ -36,6 +36,25 @@ void ta_agent_tally(const struct ta_agent_count *counts, size_t n, uint64_t cgro
  * share. */
 bool ta_agent_alarm(uint64_t promoted_bytes, uint64_t observed, uint64_t high, bool gated);
 
+/* ---- lend.c: the lending policy (--lend), pure ---- */
+#define TA_LEND_MAX 1024 /* cgroups sharing a tier in one plan (the agent keeps at most 1024) */
+struct ta_lend_cg {
+	/* In: one cgroup's figures for the tier. */
+	uint64_t share;	      /* its high share of the tier */
+	uint64_t used;	      /* bytes it has on the tier (the larger of observed and charged) */
+	uint64_t below;	      /* bytes it charged to slower tiers: what it could place here */
+	uint64_t loan_before; /* the loan it holds now */
+	uint32_t priority;    /* TIERALLOC_PRIORITY, higher first */
+	bool wants;	      /* it was steered away from the tier since the last round */
+	bool live;	      /* a process of it is alive */
+	/* Out. */
+	uint64_t loan; /* what it borrows this round */
+	uint64_t lent; /* what of its share is lent to others */
+};
+/* The loans of one round for n cgroups sharing a tier whose nodes have free_bytes free; each
+ * lender keeps reserve bytes of its idle share for its own growth. */
+void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64_t reserve);
+
 /* ---- segments.c ---- */
 /*
  * What a rescan may cost, and what the agent keeps. The segments are their users' files, so any

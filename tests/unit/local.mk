@@ -6,7 +6,7 @@ unit_tests = \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
 	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_stress \
-	tests/unit/test_access tests/unit/test_pack
+	tests/unit/test_access tests/unit/test_pack tests/unit/test_lend
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -100,7 +100,7 @@ tests_unit_test_shm_fuzz_LDADD = $(unit_ldadd)
 # The agent's segment side (agent/tally.c, agent/segments.c, and the metrics it formats with
 # tools/prom.c) needs no BPF: always built.
 tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h agent/tally.c \
-	agent/segments.c agent/agent.h tools/prom.c tools/prom.h
+	agent/segments.c agent/lend.c agent/agent.h tools/prom.c tools/prom.h
 tests_unit_test_agent_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/bpf -I$(top_srcdir)/agent \
 	-I$(top_srcdir)/tools
 tests_unit_test_agent_CFLAGS = $(unit_cflags)
@@ -130,3 +130,9 @@ tests_unit_test_access_SOURCES = tests/unit/test_access.c tests/lib/test.h tests
 tests_unit_test_access_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_access_CFLAGS = $(unit_cflags)
 tests_unit_test_access_LDADD = $(unit_ldadd)
+
+# The lending policy (agent/lend.c, pure) and the library's side of loans.
+tests_unit_test_lend_SOURCES = tests/unit/test_lend.c tests/lib/test.h agent/lend.c agent/agent.h
+tests_unit_test_lend_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
+tests_unit_test_lend_CFLAGS = $(unit_cflags)
+tests_unit_test_lend_LDADD = $(unit_ldadd)

@@ -145,7 +145,8 @@ static void test_block_bounds(void)
 	test_context("access block: a good one");
 	expect_true(ta_shm_access_block(h, TA_SHM_SEG_SIZE) == (void *)(seg + TA_SHM_ACCESS_OFF));
 	test_context("access block: past the end of the file");
-	expect_true(ta_shm_access_block(h, TA_SHM_SEG_SIZE - 64) == NULL);
+	expect_true(ta_shm_access_block(h, TA_SHM_ACCESS_OFF + sizeof(struct ta_shm_access) - 64) ==
+		    NULL);
 	test_context("access block: misaligned or too small");
 	h->access_off = TA_SHM_ACCESS_OFF + 8;
 	expect_true(ta_shm_access_block(h, TA_SHM_SEG_SIZE) == NULL);
