@@ -106,6 +106,29 @@ unsigned ta_agent_segments_publish(struct ta_agent_segments *set,
  * tiers, slots and access block, and the /proc entry of each process in its slots), and the
  * number of segments kept: 0, or -1 on a write error or without memory. */
 int ta_agent_segments_metrics(struct ta_agent_segments *set, FILE *f);
+/* Lending (--lend): each call is one round over the known segments that have a lending block.
+ * Per tier (the last excepted) and set of nodes, the cgroups' figures go through ta_lend_plan
+ * (lend.c); the loans are written with an expiry the next round renews, and a cgroup whose loan
+ * was cut has its alarm raised and its workers woken, so that it demotes the excess at once. */
+struct ta_agent_lend_config {
+	uint64_t reserve;   /* bytes of an idle share kept for its owner's growth */
+	uint64_t expiry_ns; /* how long a round's loans hold without the next */
+};
+struct ta_agent_lend_stats {
+	uint64_t lent_now;	   /* bytes lent at the last round */
+	uint64_t granted;	   /* loan increases, bytes */
+	uint64_t taken_back;	   /* loan decreases, bytes */
+	uint64_t take_backs;	   /* take-backs completed */
+	uint64_t take_back_ns_sum; /* their durations */
+	uint64_t take_back_ns_max;
+	uint64_t take_back_ns_last;
+};
+void ta_agent_segments_lend(struct ta_agent_segments *set, const struct ta_agent_lend_config *cfg,
+			    bool verbose);
+void ta_agent_segments_lend_stats(const struct ta_agent_segments *set,
+				  struct ta_agent_lend_stats *out);
+/* Where the nodes' meminfo files are (tests): /sys/devices/system/node by default. */
+void ta_agent_segments_set_node_dir(struct ta_agent_segments *set, const char *dir);
 /* Whether a known segment belongs to this cgroup. */
 bool ta_agent_segments_has(const struct ta_agent_segments *set, uint64_t cgroup_id);
 void ta_agent_segments_free(struct ta_agent_segments *set);

@@ -9,11 +9,15 @@
  *
  *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
  *              [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH]
- *              [--btf PATH] [-h|--help] [--version]
+ *              [--lend [--lend-reserve SIZE]] [--btf PATH] [-h|--help] [--version]
  *
  * With --metrics it answers GET /metrics with the segments in Prometheus' text format (the same
  * as tieralloc-stat --prometheus, tools/prom.c) from its own loop (metrics.c); with --textfile
  * it rewrites that text into PATH every second, for node-exporter's textfile collector.
+ *
+ * With --lend it lends idle fast-tier shares (issue 15): every interval, a cgroup's share below
+ * its usage less the reserve goes to cgroups that want more than theirs, by priority
+ * (agent/lend.c), with an expiry the next interval renews (segments.c).
  *
  * main() is parse (getopt_long), load_attach, run and cleanup, the one way out.
  *
@@ -202,7 +206,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
 		"[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
-		"[--btf PATH] [-h|--help] [--version]\n"
+		"[--lend [--lend-reserve SIZE]] [--btf PATH] [-h|--help] [--version]\n"
 		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
 		"                at least 0.05)\n"
 		"  --rescan S    look for new segments every S seconds (default 2), and at\n"
@@ -215,15 +219,56 @@ static void usage(FILE *f)
 		"                http://ADDRESS:PORT/metrics (ADDRESS 127.0.0.1 if left out)\n"
 		"  --metrics-any allow a --metrics ADDRESS that is not a loopback one\n"
 		"  --textfile PATH  write the same text into PATH every second (atomically)\n"
+		"  --lend        lend idle fast-tier shares to containers that want more,\n"
+		"                by TIERALLOC_PRIORITY; loans lapse 4 intervals (at least 2 s)\n"
+		"                after the agent stops renewing them\n"
+		"  --lend-reserve SIZE  bytes of an idle share its owner keeps for its own\n"
+		"                growth (default 64M; K, M, G suffixes)\n"
 		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
 		"  --version     print \"tierallocd VERSION\" and exit\n");
 }
 
 struct options {
 	double interval, rescan; /* seconds */
-	bool print, once, stats, metrics_any;
+	bool print, once, stats, metrics_any, lend;
+	uint64_t lend_reserve; /* bytes */
 	const char *btf, *metrics, *textfile;
 };
+
+/* "64M", "512K", "1G", "0": bytes, or -1 (a bad size). */
+static int parse_size(const char *arg, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(arg, &end, 10);
+	if (end == arg || errno != 0 || arg[0] == '-')
+		return -1;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'K':
+	case 'k':
+		shift = 10;
+		break;
+	case 'M':
+	case 'm':
+		shift = 20;
+		break;
+	case 'G':
+	case 'g':
+		shift = 30;
+		break;
+	case '\0':
+		break;
+	default:
+		return -1;
+	}
+	if (shift != 0 && end[1] != '\0')
+		return -1;
+	if (v > (UINT64_MAX >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
 
 /* A positive number of seconds in [0.05, 3600], or a negative one. */
 static double seconds(const char *arg)
@@ -250,7 +295,9 @@ static int parse(int argc, char **argv, struct options *o)
 		OPT_VERSION,
 		OPT_METRICS,
 		OPT_METRICS_ANY,
-		OPT_TEXTFILE
+		OPT_TEXTFILE,
+		OPT_LEND,
+		OPT_LEND_RESERVE
 	};
 	static const struct option longopts[] = {
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -264,9 +311,15 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "metrics", required_argument, NULL, OPT_METRICS },
 		{ "metrics-any", no_argument, NULL, OPT_METRICS_ANY },
 		{ "textfile", required_argument, NULL, OPT_TEXTFILE },
+		{ "lend", no_argument, NULL, OPT_LEND },
+		{ "lend-reserve", required_argument, NULL, OPT_LEND_RESERVE },
 		{ NULL, 0, NULL, 0 },
 	};
-	*o = (struct options){ .interval = 0.25, .rescan = 2, .btf = "/sys/kernel/btf/vmlinux" };
+	*o = (struct options){ .interval = 0.25,
+			       .rescan = 2,
+			       .lend_reserve = 64ull << 20,
+			       .btf = "/sys/kernel/btf/vmlinux" };
+	bool reserve_given = false;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
 		switch (c) {
@@ -307,6 +360,19 @@ static int parse(int argc, char **argv, struct options *o)
 			}
 			o->textfile = optarg;
 			break;
+		case OPT_LEND:
+			o->lend = true;
+			break;
+		case OPT_LEND_RESERVE:
+			if (parse_size(optarg, &o->lend_reserve) != 0) {
+				fprintf(stderr,
+					"tierallocd: bad --lend-reserve \"%s\" (a size: 64M, 512K, "
+					"1G)\n",
+					optarg);
+				return 2;
+			}
+			reserve_given = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -335,6 +401,11 @@ static int parse(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "tierallocd: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (reserve_given && !o->lend) {
+		fprintf(stderr, "tierallocd: --lend-reserve without --lend\n");
 		usage(stderr);
 		return 2;
 	}
@@ -447,6 +518,9 @@ static int load_attach(const struct options *o, struct agent *ag)
 	}
 	printf("tierallocd: attached (destination nodes from %s)\n",
 	       ag->exact ? "migrate_pages() arguments" : "the migrating CPU's node");
+	if (o->lend)
+		printf("tierallocd: lending idle shares (reserve %llu bytes)\n",
+		       (unsigned long long)o->lend_reserve);
 	if (ag->metrics != NULL)
 		printf("tierallocd: metrics at http://%s/metrics\n",
 		       ta_metrics_address(ag->metrics));
@@ -524,6 +598,14 @@ static void run(const struct options *o, struct agent *ag)
 		size_t n = read_counts(ag->skel, ag->counts);
 		ta_agent_segments_publish(ag->segments, ag->counts, n, NULL, 0, flags, interval_ms,
 					  o->print);
+		if (o->lend) {
+			/* Four intervals' grace, 2 s at least: a loan outlives a late round, not a
+			 * dead agent. */
+			uint64_t expiry_ms = 4ull * interval_ms > 2000 ? 4ull * interval_ms : 2000;
+			struct ta_agent_lend_config lend = { .reserve = o->lend_reserve,
+							     .expiry_ns = expiry_ms * 1000000ull };
+			ta_agent_segments_lend(ag->segments, &lend, o->print);
+		}
 		if (o->print)
 			print_counts(ag->counts, n);
 		if (o->stats)
