@@ -49,6 +49,8 @@
 #include "prom.h"
 #include "quota/shm.h"
 
+static uint64_t monotonic_ns(void);
+
 #define MAX_SEGMENT_BYTES (1u << 20)
 #define MAX_TIER_SIZE	  512 /* larger tier records are refused (publish reads them on the stack) */
 #define SLOTS_READ_MAX	  65536
@@ -1142,6 +1144,23 @@ static bool snapshot(struct ta_agent_segments *set, struct segment *s, struct ta
 		p->tier[t].have_access = true;
 		p->tier[t].exchange_promoted = atomic_load(&acc->promoted[t]);
 		p->tier[t].exchange_down = atomic_load(&acc->exchanged_down[t]);
+	}
+	/* The lending block (ABI minor 5), bounds-checked on this copy of the header. */
+	struct ta_shm_lend lend;
+	if (ta_shm_lend_block(&h, s->size) != NULL &&
+	    read_at(set, s->fd, &lend, sizeof(lend), h.lend_off)) {
+		uint32_t prio = atomic_load(&lend.priority);
+		p->have_priority = true;
+		p->priority = prio <= TA_SHM_LEND_PRIORITY_MAX ? prio : 0;
+		bool live = monotonic_ns() < atomic_load(&lend.expires_ns);
+		for (unsigned t = 0; t < s->ntiers; t++) {
+			struct ta_prom_tier *pt = &p->tier[t];
+			pt->have_lend = true;
+			pt->loan = live ? atomic_load(&lend.tier[t].loan) : 0;
+			pt->lent = live ? atomic_load(&lend.tier[t].lent) : 0;
+			pt->taken_back = atomic_load(&lend.tier[t].taken_back);
+			pt->take_backs = atomic_load(&lend.tier[t].take_backs);
+		}
 	}
 	count_slots(set, s, acc, p);
 	free(acc);

@@ -114,4 +114,6 @@ sh "$S/tests/guest/agent.sh" "$B" "$S" || failed=1
 sh "$S/tests/guest/footprint.sh" "$B" "$S" || failed=1
 # 9. Access-aware tiering (issue 14): cold memory down first, hot memory up, within the share.
 sh "$S/tests/guest/hotness.sh" "$B" "$S" || failed=1
+# 10. Lending of idle fast-tier shares (issue 15): the agent lends, takes back, loans lapse.
+sh "$S/tests/guest/lending.sh" "$B" "$S" || failed=1
 exit $failed
