@@ -8,7 +8,7 @@
 #   lending.borrow     6(a): A holds 50 MiB; B grows to 700 MiB (1 MiB blocks, 5 ms apart):
 #                      B ends with more than its share plus half of A's idle part less the
 #                      reserve (64M) on node 0, and never more than its share plus its loan (as
-#                      the segment says it) plus a gate margin.
+#                      the segment says it) plus 24 MiB; tieralloc-stat --json shows the loan.
 #   lending.take_back  6(a): then A allocates 500 MiB: A reaches its share on node 0 (within
 #                      24 MiB) and B falls back to its own (within 24 MiB); no allocation of A's
 #                      fails and every word of both is intact. Printed: how long A's allocation
@@ -78,7 +78,13 @@ a_n0=$(n0 "$la")
 loan=$(loan_of "$lb")
 echo "   borrow: A node0 $(mib "$a_n0"), B node0 $(mib "$b_n0") (share $(mib $SHARE), loan" \
 	"$(mib "${loan:-0}"), $(secs "$took_cs") s after B grew: $grown_b)"
-if [ "$b_n0" -le "$want" ]; then
+# tieralloc-stat shows the loan (the default table's lending line, and --json).
+"$STAT" --name "/$(seg_of "$lb")" | sed -n '/^lending/,$p' | sed 's/^/   /'
+json_loan=$("$STAT" --json --name "/$(seg_of "$lb")" | grep -o '"lend":{"loan":[0-9]*' | head -1)
+json_loan=${json_loan##*:}
+if [ "${json_loan:-0}" -le 0 ]; then
+	fail lending.borrow "tieralloc-stat --json shows no loan for B: $json_loan"
+elif [ "$b_n0" -le "$want" ]; then
 	fail lending.borrow "B has $(mib "$b_n0") on node 0, not more than $(mib "$want")"
 elif [ "$b_n0" -gt $((SHARE + ${loan:-0} + TOL)) ]; then
 	fail lending.borrow "B has $(mib "$b_n0") on node 0, over its share and loan" \
