@@ -256,7 +256,7 @@ static int open_seg(const struct ta_place *place, const char *file, struct seg *
 		close(fd);
 		return -1;
 	}
-	/* What is used: the tiers, each slot's pid, the agent block. */
+	/* What is used: the tiers, each slot's pid, the agent, access and lending blocks. */
 	unsigned nslots = h->max_slots < TA_SHM_MAX_SLOTS ? h->max_slots : TA_SHM_MAX_SLOTS;
 	bool ok = read_part(fd, s, h->tiers_off, (uint64_t)h->tier_size * h->max_tiers);
 	for (unsigned i = 0; i < nslots && ok; i++)
@@ -268,6 +268,9 @@ static int open_seg(const struct ta_place *place, const char *file, struct seg *
 	const struct ta_shm_access *acc = ta_shm_access_block(h, s->size);
 	if (ok && acc != NULL)
 		ok = read_part(fd, s, h->access_off, sizeof(*acc));
+	const struct ta_shm_lend *lend = ta_shm_lend_block(h, s->size);
+	if (ok && lend != NULL)
+		ok = read_part(fd, s, h->lend_off, sizeof(*lend));
 	close(fd);
 	if (!ok) {
 		s->error = "truncated while read";

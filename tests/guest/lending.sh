@@ -14,6 +14,11 @@
 #                      fails and every word of both is intact. Printed: how long A's allocation
 #                      took, when A held its share on node 0, when B was back within its own
 #                      (the take-back), and the agent's own count of the take-back.
+#   lending.priority   6(b): three containers (memory.max 600M, shares of 200M): L holds 20 MiB,
+#                      Lo (TIERALLOC_PRIORITY=0) grows and borrows L's idle share; then H
+#                      (TIERALLOC_PRIORITY=10) grows too: Lo's loan is revoked first and H
+#                      borrows it (H over its share plus half of what L lends, Lo back within
+#                      its own; loans from the segments: H's above 0, Lo's 0); nothing lost.
 #   lending.expiry     6(c): C holds 50 MiB, D borrows as B did; the agent is killed with SIGKILL:
 #                      D's loan lapses (2 s), its enforcement demotes the excess and D's node 0
 #                      comes back within its share (within 24 MiB) by itself; nothing lost.
@@ -123,6 +128,53 @@ else
 fi
 work_quit a
 work_quit b
+
+# ------------------------------------------------------------- lending.priority
+# memory.max 600M: shares of 200M. L holds 20 MiB (116M to lend above the reserve); Lo
+# (priority 0) borrows it first, then H (priority 10) wants more too.
+PSHARE=$((200 * M))
+pwant=$((PSHARE + (PSHARE - 20 * M - RESERVE) / 2))
+cg_new ta-pl 600M
+pl=$cg
+cg_new ta-plo 600M
+plo=$cg
+cg_new ta-ph 600M
+ph=$cg
+work_start l 5 "$pl" 20M 1M 0 "$SPLIT"
+work_start lo 6 "$plo" 50M 1M 0 "$SPLIT" TIERALLOC_PRIORITY=0
+work_start h 7 "$ph" 50M 1M 0 "$SPLIT" TIERALLOC_PRIORITY=10
+work_cmd lo "grow 350M 5"
+until_true n0_above "$plo" "$pwant"
+lo_first=$(n0 "$plo")
+lo_took=$took_cs
+t0=$(now_cs)
+work_cmd h "grow 350M 5"
+h_over() { n0_above "$ph" "$pwant" && n0_within "$plo" $((PSHARE + TOL)); }
+until_true h_over
+took=$(($(now_cs) - t0))
+h_n0=$(n0 "$ph")
+lo_n0=$(n0 "$plo")
+h_loan=$(loan_of "$ph")
+lo_loan=$(loan_of "$plo")
+work_cmd lo verify
+vlo=$REPLY
+work_cmd h verify
+vh=$REPLY
+echo "   priority: Lo borrowed first (node0 $(mib "$lo_first") after $(secs "$lo_took") s); then" \
+	"H (priority 10) node0 $(mib "$h_n0") loan $(mib "${h_loan:-0}"), Lo node0 $(mib "$lo_n0")" \
+	"loan $(mib "${lo_loan:-0}"), $(secs "$took") s after H grew ($vlo; $vh)"
+if ! h_over; then
+	fail lending.priority "H node0 $(mib "$h_n0"), Lo node0 $(mib "$lo_n0")"
+elif [ "${lo_loan:-0}" != 0 ] || [ "${h_loan:-0}" -le 0 ]; then
+	fail lending.priority "loans: H $(mib "${h_loan:-0}"), Lo $(mib "${lo_loan:-0}")"
+elif [ "$(kv "$vlo" bad)" != 0 ] || [ "$(kv "$vh" bad)" != 0 ]; then
+	fail lending.priority "memory lost: $vlo; $vh"
+else
+	pass lending.priority
+fi
+work_quit l
+work_quit lo
+work_quit h
 
 # ------------------------------------------------------------- lending.expiry
 cg_new ta-lc 900M
