@@ -110,9 +110,18 @@ int ta_agent_segments_metrics(struct ta_agent_segments *set, FILE *f);
  * Per tier (the last excepted) and set of nodes, the cgroups' figures go through ta_lend_plan
  * (lend.c); the loans are written with an expiry the next round renews, and a cgroup whose loan
  * was cut has its alarm raised and its workers woken, so that it demotes the excess at once. */
+#define TA_AGENT_MAX_PRIORITIES 64
+struct ta_agent_priority {
+	const char *cgroup; /* a segment's cgroup path, as in its header ("/sys/fs/cgroup/...") */
+	uint32_t priority;
+};
 struct ta_agent_lend_config {
 	uint64_t reserve;   /* bytes of an idle share kept for its owner's growth */
 	uint64_t expiry_ns; /* how long a round's loans hold without the next */
+	/* The operator's priorities by cgroup path (--priority): they override what a container
+	 * declares for itself with TIERALLOC_PRIORITY. */
+	const struct ta_agent_priority *priorities;
+	unsigned npriorities;
 };
 struct ta_agent_lend_stats {
 	uint64_t lent_now;	   /* bytes lent at the last round */

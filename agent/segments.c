@@ -125,6 +125,7 @@ struct segment {
 	uint64_t borrowed[TA_SHM_MAX_TIERS], taken_back[TA_SHM_MAX_TIERS];
 	uint64_t take_backs[TA_SHM_MAX_TIERS], take_back_ns[TA_SHM_MAX_TIERS];
 	uint64_t take_back_since[TA_SHM_MAX_TIERS];
+	char cgroup_path[TA_SHM_PATH_MAX + 1]; /* from the header when it was kept */
 };
 
 /* A file that was opened and not kept. */
@@ -341,6 +342,9 @@ static bool take_header(struct ta_agent_segments *set, struct segment *s)
 	s->max_slots = h.max_slots < TA_SHM_MAX_SLOTS ? h.max_slots : TA_SHM_MAX_SLOTS;
 	s->agent_off = h.agent_off;
 	s->lend_off = ta_shm_lend_block(&h, s->size) != NULL ? h.lend_off : 0;
+	size_t plen = strnlen(h.cgroup_path, sizeof(h.cgroup_path));
+	memcpy(s->cgroup_path, h.cgroup_path, plen);
+	s->cgroup_path[plen] = '\0';
 	/* Go on from what an earlier agent wrote: the processes compare the alarm with the last
 	 * one they took, so it must not repeat a value. */
 	struct ta_shm_agent agent;
@@ -909,6 +913,10 @@ static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsign
 			for (unsigned u = t + 1; u < s->ntiers; u++)
 				below += v[j].charged[u];
 			uint32_t prio = atomic_load(&v[j].block.priority);
+			for (unsigned q = 0; q < cfg->npriorities; q++)
+				if (s->cgroup_path[0] != '\0' &&
+				    strcmp(cfg->priorities[q].cgroup, s->cgroup_path) == 0)
+					prio = cfg->priorities[q].priority;
 			cg[m] = (struct ta_lend_cg){
 				.share = v[j].share[t],
 				.used = v[j].used[t],

@@ -9,7 +9,8 @@
  *
  *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
  *              [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH]
- *              [--lend [--lend-reserve SIZE]] [--btf PATH] [-h|--help] [--version]
+ *              [--lend [--lend-reserve SIZE] [--priority CGROUP=N]...] [--btf PATH] [-h|--help]
+ * [--version]
  *
  * With --metrics it answers GET /metrics with the segments in Prometheus' text format (the same
  * as tieralloc-stat --prometheus, tools/prom.c) from its own loop (metrics.c); with --textfile
@@ -206,7 +207,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
 		"[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
-		"[--lend [--lend-reserve SIZE]] [--btf PATH] [-h|--help] [--version]\n"
+		"[--lend [--lend-reserve SIZE] [--priority CGROUP=N]...] [--btf PATH] [-h|--help] "
+		"[--version]\n"
 		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
 		"                at least 0.05)\n"
 		"  --rescan S    look for new segments every S seconds (default 2), and at\n"
@@ -224,6 +226,9 @@ static void usage(FILE *f)
 		"                after the agent stops renewing them\n"
 		"  --lend-reserve SIZE  bytes of an idle share its owner keeps for its own\n"
 		"                growth (default 64M; K, M, G suffixes)\n"
+		"  --priority CGROUP=N  the priority (0-1000) of the cgroup whose segment\n"
+		"                names this path (/sys/fs/cgroup/...); overrides its\n"
+		"                TIERALLOC_PRIORITY (repeatable)\n"
 		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
 		"  --version     print \"tierallocd VERSION\" and exit\n");
 }
@@ -232,6 +237,8 @@ struct options {
 	double interval, rescan; /* seconds */
 	bool print, once, stats, metrics_any, lend;
 	uint64_t lend_reserve; /* bytes */
+	struct ta_agent_priority priorities[TA_AGENT_MAX_PRIORITIES];
+	unsigned npriorities;
 	const char *btf, *metrics, *textfile;
 };
 
@@ -297,7 +304,8 @@ static int parse(int argc, char **argv, struct options *o)
 		OPT_METRICS_ANY,
 		OPT_TEXTFILE,
 		OPT_LEND,
-		OPT_LEND_RESERVE
+		OPT_LEND_RESERVE,
+		OPT_PRIORITY
 	};
 	static const struct option longopts[] = {
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -313,6 +321,7 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "textfile", required_argument, NULL, OPT_TEXTFILE },
 		{ "lend", no_argument, NULL, OPT_LEND },
 		{ "lend-reserve", required_argument, NULL, OPT_LEND_RESERVE },
+		{ "priority", required_argument, NULL, OPT_PRIORITY },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .interval = 0.25,
@@ -373,6 +382,25 @@ static int parse(int argc, char **argv, struct options *o)
 			}
 			reserve_given = true;
 			break;
+		case OPT_PRIORITY: {
+			/* CGROUP=N: the last '=' splits, so that a path may hold one. */
+			char *eq = strrchr(optarg, '=');
+			char *end = NULL;
+			unsigned long p = eq != NULL ? strtoul(eq + 1, &end, 10) : 0;
+			if (eq == NULL || eq == optarg || end == eq + 1 || *end != '\0' ||
+			    eq[1] == '-' || p > TA_SHM_LEND_PRIORITY_MAX ||
+			    o->npriorities == TA_AGENT_MAX_PRIORITIES) {
+				fprintf(stderr,
+					"tierallocd: bad --priority \"%s\" (CGROUP=N, N from 0 to "
+					"1000, at most %u of them)\n",
+					optarg, TA_AGENT_MAX_PRIORITIES);
+				return 2;
+			}
+			*eq = '\0';
+			o->priorities[o->npriorities++] =
+			    (struct ta_agent_priority){ optarg, (uint32_t)p };
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -404,8 +432,8 @@ static int parse(int argc, char **argv, struct options *o)
 		usage(stderr);
 		return 2;
 	}
-	if (reserve_given && !o->lend) {
-		fprintf(stderr, "tierallocd: --lend-reserve without --lend\n");
+	if ((reserve_given || o->npriorities > 0) && !o->lend) {
+		fprintf(stderr, "tierallocd: --lend-reserve or --priority without --lend\n");
 		usage(stderr);
 		return 2;
 	}
@@ -603,7 +631,9 @@ static void run(const struct options *o, struct agent *ag)
 			 * dead agent. */
 			uint64_t expiry_ms = 4ull * interval_ms > 2000 ? 4ull * interval_ms : 2000;
 			struct ta_agent_lend_config lend = { .reserve = o->lend_reserve,
-							     .expiry_ns = expiry_ms * 1000000ull };
+							     .expiry_ns = expiry_ms * 1000000ull,
+							     .priorities = o->priorities,
+							     .npriorities = o->npriorities };
 			ta_agent_segments_lend(ag->segments, &lend, o->print);
 		}
 		if (o->print)

@@ -526,6 +526,8 @@ static void forge_lender(uint64_t cgroup_id, uint64_t charged0, uint64_t charged
 	struct ta_shm_header *h = forge(5, cgroup_id);
 	h->lend_off = TA_SHM_LEND_OFF;
 	h->lend_size = sizeof(struct ta_shm_lend);
+	snprintf(h->cgroup_path, sizeof(h->cgroup_path), "/sys/fs/cgroup/ta-%llu",
+		 (unsigned long long)cgroup_id);
 	struct ta_shm_tier *t = (void *)(seg + TA_SHM_TIERS_OFF);
 	atomic_store(&t[0].limit[TA_LIMIT_HIGH], 300 * MiB);
 	atomic_store(&t[0].limit[TA_LIMIT_MAX], 300 * MiB);
@@ -615,6 +617,20 @@ static void test_lend_round(void)
 	expect_eq(st.take_back_ns_max, st.take_back_ns_sum);
 	expect_eq(atomic_load(&lend_of(a)->tier[0].take_back_ns), st.take_back_ns_last);
 
+	test_context("lend: the operator's --priority outranks the container's own: a lender of "
+		     "higher priority lends B nothing");
+	char a_path[64];
+	snprintf(a_path, sizeof(a_path), "/sys/fs/cgroup/ta-%llu", (unsigned long long)(CG + 1));
+	struct ta_agent_priority prio = { a_path, 5 };
+	cfg.priorities = &prio;
+	cfg.npriorities = 1;
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
+	test_context("lend: without it, what B still holds over its share is lent again");
+	cfg.npriorities = 0;
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 36 * MiB);
+
 	test_context("lend round 5: B exits: its loan returns at once");
 	poke64(b,
 	       TA_SHM_SLOTS_OFF + 3 * sizeof(struct ta_shm_slot) +
@@ -632,10 +648,10 @@ static void test_lend_round(void)
 	fclose(m);
 	char want[128];
 	snprintf(want, sizeof(want), "tieralloc_agent_lend_granted_bytes_total %llu\n",
-		 (unsigned long long)(186 * MiB));
+		 (unsigned long long)(186 * MiB + 36 * MiB));
 	expect_true(text != NULL && strstr(text, want) != NULL);
 	snprintf(want, sizeof(want), "tieralloc_agent_lend_taken_back_bytes_total %llu\n",
-		 (unsigned long long)(186 * MiB));
+		 (unsigned long long)(186 * MiB + 36 * MiB));
 	expect_true(text != NULL && strstr(text, want) != NULL);
 	expect_true(text != NULL && strstr(text, "tieralloc_agent_take_back_seconds_count 1\n"));
 	free(text);
