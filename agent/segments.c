@@ -823,7 +823,7 @@ struct lend_view {
 	bool ok, live;
 	struct ta_shm_lend block;
 	uint64_t share[TA_SHM_MAX_TIERS], used[TA_SHM_MAX_TIERS], charged[TA_SHM_MAX_TIERS];
-	uint64_t steered[TA_SHM_MAX_TIERS];
+	uint64_t steered[TA_SHM_MAX_TIERS], capacity[TA_SHM_MAX_TIERS];
 	uint64_t loan[TA_SHM_MAX_TIERS], lent[TA_SHM_MAX_TIERS];
 };
 
@@ -842,14 +842,16 @@ static bool lend_read(struct ta_agent_segments *set, struct lend_view *v)
 		uint64_t observed = atomic_load(&r->observed);
 		v->used[t] = observed > v->charged[t] ? observed : v->charged[t];
 		v->steered[t] = atomic_load(&r->steered_away);
+		v->capacity[t] = atomic_load(&r->capacity);
 	}
 	v->live = slots_live(set, s->fd, &s->id, s->proc, s->slots_off, s->slot_size, s->max_slots);
-	/* An agent started while an earlier one's loans are live goes on from them. */
+	/* An agent started while an earlier one's loans are live goes on from them; the file is
+	 * its user's, so a loan larger than the tier is not believed. */
 	if (!s->lend_seen) {
 		uint64_t expires = atomic_load(&v->block.expires_ns);
 		for (unsigned t = 0; t < s->ntiers; t++) {
-			s->loan[t] =
-			    monotonic_ns() < expires ? atomic_load(&v->block.tier[t].loan) : 0;
+			uint64_t loan = atomic_load(&v->block.tier[t].loan);
+			s->loan[t] = monotonic_ns() < expires && loan <= v->capacity[t] ? loan : 0;
 			s->steered[t] = v->steered[t];
 		}
 	}

@@ -640,6 +640,20 @@ static void test_lend_round(void)
 	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
 	expect_eq(atomic_load(&lend_of(a)->tier[0].lent), 0);
 
+	test_context("lend: a new agent does not believe a forged loan larger than the tier");
+	poke64(b, TA_SHM_LEND_OFF + offsetof(struct ta_shm_lend, tier[0].loan), UINT64_MAX / 2);
+	poke64(b, TA_SHM_LEND_OFF + offsetof(struct ta_shm_lend, expires_ns),
+	       mono_ns() + 60ull * 1000000000u);
+	struct ta_agent_segments *set2 = ta_agent_segments_new(dirs, false);
+	ta_agent_segments_set_node_dir(set2, node_dir);
+	ta_agent_segments_rescan(set2, false);
+	ta_agent_segments_lend(set2, &cfg, false);
+	struct ta_agent_lend_stats st2;
+	ta_agent_segments_lend_stats(set2, &st2);
+	expect_eq(st2.taken_back, 0);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
+	ta_agent_segments_free(set2);
+
 	test_context("lend: the metrics count what was lent and taken back");
 	char *text = NULL;
 	size_t len = 0;
