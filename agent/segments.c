@@ -971,8 +971,10 @@ static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsign
 				    (unsigned long long)(cg[k].loan >> 20),
 				    (unsigned long long)(cg[k].lent >> 20));
 		}
-		/* A take-back ends when no borrower holds more than its share and loan. */
-		for (unsigned k = 0; k < m && over == 0; k++) {
+		/* A take-back ends when the owners stopped growing into what they lent (no cut
+		 * this round) and no borrower holds more than its share and loan: one episode
+		 * however many rounds the owner's growth takes. */
+		for (unsigned k = 0; k < m && over == 0 && !cut; k++) {
 			struct segment *s = v[idx[k]].s;
 			if (s->take_back_since[t] == 0)
 				continue;
@@ -1204,8 +1206,8 @@ int ta_agent_segments_metrics(struct ta_agent_segments *set, FILE *f)
 		"# HELP tieralloc_agent_lend_taken_back_bytes_total Bytes of loans revoked.\n"
 		"# TYPE tieralloc_agent_lend_taken_back_bytes_total counter\n"
 		"tieralloc_agent_lend_taken_back_bytes_total %llu\n"
-		"# HELP tieralloc_agent_take_back_seconds From a loan cut for a growing owner "
-		"until no borrower held more than its share and loan.\n"
+		"# HELP tieralloc_agent_take_back_seconds From the first loan cut for a growing "
+		"owner until it stopped and no borrower held more than its share and loan.\n"
 		"# TYPE tieralloc_agent_take_back_seconds summary\n"
 		"tieralloc_agent_take_back_seconds_sum %.3f\n"
 		"tieralloc_agent_take_back_seconds_count %llu\n"
