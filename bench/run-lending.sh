@@ -40,9 +40,9 @@ if [ "${1:-}" = --in-guest ]; then
 	}
 	# round MODE I: one round, lending "on" or "off"; a line of key=value into $out.
 	round() {
-		cg_new bench-la-$1-$2 900M
+		cg_new "bench-la-$1-$2" 900M
 		la=$cg
-		cg_new bench-lb-$1-$2 900M
+		cg_new "bench-lb-$1-$2" 900M
 		lb=$cg
 		if [ "$1" = on ]; then
 			"$B/agent/tierallocd" --lend --interval 0.25 --rescan 0.5 --print \

@@ -142,9 +142,11 @@ struct ta_shm_lend_tier {
 	_Atomic uint64_t lent;	     /* bytes of this cgroup's share lent to others (shown only) */
 	_Atomic uint64_t borrowed;   /* bytes ever granted (loan increases), for the counters */
 	_Atomic uint64_t taken_back; /* bytes ever revoked (loan decreases) */
-	_Atomic uint64_t take_backs; /* revocations begun for this cgroup as an owner */
-	_Atomic uint64_t
-	    take_back_ns; /* how long the last one took, until the owner held its share */
+	/* Take-backs of this cgroup's lent share completed, and how long the last one took: from
+	 * the agent's first cut until it stopped growing into what it lent and no borrower held
+	 * more than its share and loan. */
+	_Atomic uint64_t take_backs;
+	_Atomic uint64_t take_back_ns;
 	uint64_t reserved[2];
 };
 
