@@ -12,7 +12,8 @@
 #     (A's + B's bytes on node 0) / (A's + B's tier-0 shares)
 # (node 0's capacity available to them). With lending on, A then allocates 500 MiB: the round
 # records when A holds its share on node 0 (within 24 MiB), when B is back within its own (the
-# take-back, from A's command) and the agent's count of the take-back (from its cut).
+# take-back, from A's command), the agent's count of the take-back (from its first cut), and how
+# long after A's allocation returned B was back (in the emulator, A's own 500 MiB take seconds).
 #
 # Usage: run-lending.sh BUILDDIR SRCDIR [REPS]   (REPS rounds with lending on, one off; default 3)
 # Prints each round, then the utilisation with lending off and on and the take-back times'
@@ -97,6 +98,7 @@ if [ "${1:-}" = --in-guest ]; then
 		if (v["mode"] == "off") { off = v["utilisation"]; next }
 		on = on " " v["utilisation"]; own = own " " v["owner_s"]
 		tb = tb " " v["take_back_s"]; ag = ag " " v["agent_take_back_s"]
+		after = after " " sprintf("%.1f", v["take_back_s"] - v["alloc_s"])
 	}
 	END {
 		printf "fast-tier utilisation (node 0 used by A and B / their tier-0 shares), %%:\n"
@@ -104,6 +106,7 @@ if [ "${1:-}" = --in-guest ]; then
 		printf "owner at its share, s after its 500 MiB request:   %s\n", stats(own)
 		printf "borrower back within its share (take-back), s:     %s\n", stats(tb)
 		printf "take-back as the agent counts it (from its cut), s: %s\n", stats(ag)
+		printf "borrower back, s after the owner's allocation returned: %s\n", stats(after)
 	}' $out
 	exit $failed
 fi
