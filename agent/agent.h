@@ -36,6 +36,25 @@ void ta_agent_tally(const struct ta_agent_count *counts, size_t n, uint64_t cgro
  * share. */
 bool ta_agent_alarm(uint64_t promoted_bytes, uint64_t observed, uint64_t high, bool gated);
 
+/* ---- lend.c: the lending policy (--lend), pure ---- */
+#define TA_LEND_MAX 1024 /* cgroups sharing a tier in one plan (the agent keeps at most 1024) */
+struct ta_lend_cg {
+	/* In: one cgroup's figures for the tier. */
+	uint64_t share;	      /* its high share of the tier */
+	uint64_t used;	      /* bytes it has on the tier (the larger of observed and charged) */
+	uint64_t below;	      /* bytes it charged to slower tiers: what it could place here */
+	uint64_t loan_before; /* the loan it holds now */
+	uint32_t priority;    /* TIERALLOC_PRIORITY, higher first */
+	bool wants;	      /* it was steered away from the tier since the last round */
+	bool live;	      /* a process of it is alive */
+	/* Out. */
+	uint64_t loan; /* what it borrows this round */
+	uint64_t lent; /* what of its share is lent to others */
+};
+/* The loans of one round for n cgroups sharing a tier whose nodes have free_bytes free; each
+ * lender keeps reserve bytes of its idle share for its own growth. */
+void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64_t reserve);
+
 /* ---- segments.c ---- */
 /*
  * What a rescan may cost, and what the agent keeps. The segments are their users' files, so any
@@ -87,6 +106,38 @@ unsigned ta_agent_segments_publish(struct ta_agent_segments *set,
  * tiers, slots and access block, and the /proc entry of each process in its slots), and the
  * number of segments kept: 0, or -1 on a write error or without memory. */
 int ta_agent_segments_metrics(struct ta_agent_segments *set, FILE *f);
+/* Lending (--lend): each call is one round over the known segments that have a lending block.
+ * Per tier (the last excepted) and set of nodes, the cgroups' figures go through ta_lend_plan
+ * (lend.c); the loans are written with an expiry the next round renews, and a cgroup whose loan
+ * was cut has its alarm raised and its workers woken, so that it demotes the excess at once. */
+#define TA_AGENT_MAX_PRIORITIES 64
+struct ta_agent_priority {
+	const char *cgroup; /* a segment's cgroup path, as in its header ("/sys/fs/cgroup/...") */
+	uint32_t priority;
+};
+struct ta_agent_lend_config {
+	uint64_t reserve;   /* bytes of an idle share kept for its owner's growth */
+	uint64_t expiry_ns; /* how long a round's loans hold without the next */
+	/* The operator's priorities by cgroup path (--priority): they override what a container
+	 * declares for itself with TIERALLOC_PRIORITY. */
+	const struct ta_agent_priority *priorities;
+	unsigned npriorities;
+};
+struct ta_agent_lend_stats {
+	uint64_t lent_now;	   /* bytes lent at the last round */
+	uint64_t granted;	   /* loan increases, bytes */
+	uint64_t taken_back;	   /* loan decreases, bytes */
+	uint64_t take_backs;	   /* take-backs completed */
+	uint64_t take_back_ns_sum; /* their durations */
+	uint64_t take_back_ns_max;
+	uint64_t take_back_ns_last;
+};
+void ta_agent_segments_lend(struct ta_agent_segments *set, const struct ta_agent_lend_config *cfg,
+			    bool verbose);
+void ta_agent_segments_lend_stats(const struct ta_agent_segments *set,
+				  struct ta_agent_lend_stats *out);
+/* Where the nodes' meminfo files are (tests): /sys/devices/system/node by default. */
+void ta_agent_segments_set_node_dir(struct ta_agent_segments *set, const char *dir);
 /* Whether a known segment belongs to this cgroup. */
 bool ta_agent_segments_has(const struct ta_agent_segments *set, uint64_t cgroup_id);
 void ta_agent_segments_free(struct ta_agent_segments *set);

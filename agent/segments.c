@@ -49,6 +49,8 @@
 #include "prom.h"
 #include "quota/shm.h"
 
+static uint64_t monotonic_ns(void);
+
 #define MAX_SEGMENT_BYTES (1u << 20)
 #define MAX_TIER_SIZE	  512 /* larger tier records are refused (publish reads them on the stack) */
 #define SLOTS_READ_MAX	  65536
@@ -114,6 +116,16 @@ struct segment {
 	uint64_t rate_base_ns;
 	uint64_t rate[TA_SHM_MAX_TIERS][TA_AGENT_NKINDS];
 	uint64_t seq, alarm;
+	/* Lending (--lend): the block's offset (0: none), what this agent lent last, the
+	 * steered_away counts it last saw, and when a take-back began for it as an owner. */
+	uint32_t lend_off;
+	bool lend_seen;
+	uint64_t loan[TA_SHM_MAX_TIERS], lent[TA_SHM_MAX_TIERS];
+	uint64_t steered[TA_SHM_MAX_TIERS];
+	uint64_t borrowed[TA_SHM_MAX_TIERS], taken_back[TA_SHM_MAX_TIERS];
+	uint64_t take_backs[TA_SHM_MAX_TIERS], take_back_ns[TA_SHM_MAX_TIERS];
+	uint64_t take_back_since[TA_SHM_MAX_TIERS];
+	char cgroup_path[TA_SHM_PATH_MAX + 1]; /* from the header when it was kept */
 };
 
 /* A file that was opened and not kept. */
@@ -141,6 +153,8 @@ struct ta_agent_segments {
 	struct ta_agent_scan_stats cur, last;
 	struct refused *refused[BUCKETS];
 	struct owner *owners[BUCKETS];
+	const char *node_dir; /* where the nodes' meminfo is: /sys/devices/system/node */
+	struct ta_agent_lend_stats lend;
 };
 
 static uint64_t realtime_ns(void)
@@ -327,6 +341,10 @@ static bool take_header(struct ta_agent_segments *set, struct segment *s)
 	s->slot_size = h.slot_size;
 	s->max_slots = h.max_slots < TA_SHM_MAX_SLOTS ? h.max_slots : TA_SHM_MAX_SLOTS;
 	s->agent_off = h.agent_off;
+	s->lend_off = ta_shm_lend_block(&h, s->size) != NULL ? h.lend_off : 0;
+	size_t plen = strnlen(h.cgroup_path, sizeof(h.cgroup_path));
+	memcpy(s->cgroup_path, h.cgroup_path, plen);
+	s->cgroup_path[plen] = '\0';
 	/* Go on from what an earlier agent wrote: the processes compare the alarm with the last
 	 * one they took, so it must not repeat a value. */
 	struct ta_shm_agent agent;
@@ -563,7 +581,13 @@ struct ta_agent_segments *ta_agent_segments_new(const char *const *dirs, bool sc
 	set->scan_proc = scan_proc;
 	set->started_ns = realtime_ns();
 	set->limits = ta_agent_default_limits;
+	set->node_dir = "/sys/devices/system/node";
 	return set;
+}
+
+void ta_agent_segments_set_node_dir(struct ta_agent_segments *set, const char *dir)
+{
+	set->node_dir = dir;
 }
 
 void ta_agent_segments_set_limits(struct ta_agent_segments *set, const struct ta_agent_limits *l)
@@ -759,6 +783,274 @@ unsigned ta_agent_segments_publish(struct ta_agent_segments *set,
 	return written;
 }
 
+/* ---- lending (--lend) ---- */
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* MemFree of the nodes in mask, from their meminfo. */
+static uint64_t nodes_free(const struct ta_agent_segments *set, uint64_t mask)
+{
+	uint64_t sum = 0;
+	for (unsigned n = 0; n < 64; n++) {
+		if (!(mask & (1ull << n)))
+			continue;
+		char path[256], line[256];
+		snprintf(path, sizeof(path), "%s/node%u/meminfo", set->node_dir, n);
+		FILE *f = fopen(path, "re");
+		if (f == NULL)
+			continue;
+		while (fgets(line, sizeof(line), f) != NULL) {
+			unsigned node;
+			unsigned long long kb;
+			if (sscanf(line, "Node %u MemFree: %llu kB", &node, &kb) == 2) {
+				sum += kb * 1024;
+				break;
+			}
+		}
+		fclose(f);
+	}
+	return sum;
+}
+
+/* One segment's figures for a round. */
+struct lend_view {
+	struct segment *s;
+	bool ok, live;
+	struct ta_shm_lend block;
+	uint64_t share[TA_SHM_MAX_TIERS], used[TA_SHM_MAX_TIERS], charged[TA_SHM_MAX_TIERS];
+	uint64_t steered[TA_SHM_MAX_TIERS], capacity[TA_SHM_MAX_TIERS];
+	uint64_t loan[TA_SHM_MAX_TIERS], lent[TA_SHM_MAX_TIERS];
+};
+
+static bool lend_read(struct ta_agent_segments *set, struct lend_view *v)
+{
+	struct segment *s = v->s;
+	char tiers[TA_SHM_MAX_TIERS * MAX_TIER_SIZE];
+	size_t tiers_len = (size_t)s->ntiers * s->tier_size;
+	if (!read_at(set, s->fd, tiers, tiers_len, s->tiers_off) ||
+	    !read_at(set, s->fd, &v->block, sizeof(v->block), s->lend_off))
+		return false;
+	for (unsigned t = 0; t < s->ntiers; t++) {
+		struct ta_shm_tier *r = (void *)(tiers + (size_t)t * s->tier_size);
+		v->share[t] = atomic_load(&r->limit[TA_LIMIT_HIGH]);
+		v->charged[t] = atomic_load(&r->charged);
+		uint64_t observed = atomic_load(&r->observed);
+		v->used[t] = observed > v->charged[t] ? observed : v->charged[t];
+		v->steered[t] = atomic_load(&r->steered_away);
+		v->capacity[t] = atomic_load(&r->capacity);
+	}
+	v->live = slots_live(set, s->fd, &s->id, s->proc, s->slots_off, s->slot_size, s->max_slots);
+	/* An agent started while an earlier one's loans are live goes on from them; the file is
+	 * its user's, so a loan larger than the tier is not believed. */
+	if (!s->lend_seen) {
+		uint64_t expires = atomic_load(&v->block.expires_ns);
+		for (unsigned t = 0; t < s->ntiers; t++) {
+			uint64_t loan = atomic_load(&v->block.tier[t].loan);
+			s->loan[t] = monotonic_ns() < expires && loan <= v->capacity[t] ? loan : 0;
+			s->steered[t] = v->steered[t];
+		}
+	}
+	return true;
+}
+
+/* Write a round's loans into a segment: the agent's fields only, around the processes'
+ * priority and flags. */
+static bool lend_write(struct segment *s, const struct lend_view *v, uint64_t expires)
+{
+	struct ta_shm_lend b = v->block;
+	atomic_store(&b.expires_ns, expires);
+	atomic_store(&b.seq, atomic_load(&b.seq) + 1);
+	atomic_store(&b.agent_pid, (uint32_t)getpid());
+	for (unsigned t = 0; t < TA_SHM_MAX_TIERS; t++) {
+		bool mine = t < s->ntiers;
+		atomic_store(&b.tier[t].loan, mine ? v->loan[t] : 0);
+		atomic_store(&b.tier[t].lent, mine ? v->lent[t] : 0);
+		atomic_store(&b.tier[t].borrowed, mine ? s->borrowed[t] : 0);
+		atomic_store(&b.tier[t].taken_back, mine ? s->taken_back[t] : 0);
+		atomic_store(&b.tier[t].take_backs, mine ? s->take_backs[t] : 0);
+		atomic_store(&b.tier[t].take_back_ns, mine ? s->take_back_ns[t] : 0);
+	}
+	size_t head = offsetof(struct ta_shm_lend, priority);
+	size_t tail = offsetof(struct ta_shm_lend, agent_pid);
+	/* The loans first, then the expiry that makes them count. */
+	return pwrite(s->fd, (char *)&b + tail, sizeof(b) - tail, s->lend_off + tail) ==
+		   (ssize_t)(sizeof(b) - tail) &&
+	       pwrite(s->fd, &b, head, s->lend_off) == (ssize_t)head;
+}
+
+/* Raise the segment's alarm and wake its workers: a loan was cut, its excess is to go now. */
+static void lend_alarm(struct segment *s)
+{
+	s->alarm++;
+	uint64_t alarm = s->alarm;
+	if (pwrite(s->fd, &alarm, sizeof(alarm),
+		   s->agent_off + offsetof(struct ta_shm_agent, alarm)) == (ssize_t)sizeof(alarm))
+		wake_workers(s);
+}
+
+/* The plans of tier t, one per set of nodes the segments give the tier. */
+static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsigned n, unsigned t,
+		      bool *done, const struct ta_agent_lend_config *cfg, uint64_t now,
+		      bool verbose)
+{
+	static struct ta_lend_cg cg[TA_LEND_MAX];
+	static unsigned idx[TA_LEND_MAX];
+	for (unsigned i = 0; i < n; i++) {
+		if (done[i] || !v[i].ok || t + 1 >= v[i].s->ntiers)
+			continue;
+		uint64_t nodes = v[i].s->nodes[t];
+		unsigned m = 0;
+		for (unsigned j = i; j < n && m < TA_LEND_MAX; j++) {
+			if (done[j] || !v[j].ok || t + 1 >= v[j].s->ntiers ||
+			    v[j].s->nodes[t] != nodes)
+				continue;
+			done[j] = true;
+			struct segment *s = v[j].s;
+			uint64_t below = 0;
+			for (unsigned u = t + 1; u < s->ntiers; u++)
+				below += v[j].charged[u];
+			uint32_t prio = atomic_load(&v[j].block.priority);
+			for (unsigned q = 0; q < cfg->npriorities; q++)
+				if (s->cgroup_path[0] != '\0' &&
+				    strcmp(cfg->priorities[q].cgroup, s->cgroup_path) == 0)
+					prio = cfg->priorities[q].priority;
+			cg[m] = (struct ta_lend_cg){
+				.share = v[j].share[t],
+				.used = v[j].used[t],
+				.below = below,
+				.loan_before = s->loan[t],
+				.priority = prio <= TA_SHM_LEND_PRIORITY_MAX ? prio : 0,
+				.wants = s->lend_seen && v[j].steered[t] != s->steered[t],
+				.live = v[j].live,
+			};
+			idx[m++] = j;
+		}
+		ta_lend_plan(cg, m, nodes_free(set, nodes), cfg->reserve);
+		/* Loans cut this round, and what borrowers hold over their share and loan. */
+		bool cut = false;
+		uint64_t over = 0;
+		for (unsigned k = 0; k < m; k++) {
+			struct segment *s = v[idx[k]].s;
+			if (cg[k].loan < s->loan[t])
+				cut = true;
+			uint64_t limit = cg[k].share + cg[k].loan;
+			uint64_t tol = ta_shm_gate_margin(cg[k].share) / 2;
+			if (cg[k].live && cg[k].used > limit + tol)
+				over += cg[k].used - limit;
+		}
+		for (unsigned k = 0; k < m; k++) {
+			struct lend_view *w = &v[idx[k]];
+			struct segment *s = w->s;
+			w->loan[t] = cg[k].loan;
+			w->lent[t] = cg[k].lent;
+			if (cg[k].loan > s->loan[t]) {
+				s->borrowed[t] += cg[k].loan - s->loan[t];
+				set->lend.granted += cg[k].loan - s->loan[t];
+			} else if (cg[k].loan < s->loan[t]) {
+				s->taken_back[t] += s->loan[t] - cg[k].loan;
+				set->lend.taken_back += s->loan[t] - cg[k].loan;
+			}
+			/* A take-back begins for an owner that grew into what it had lent (not
+			 * for one whose borrower wants less). */
+			if (cut && cg[k].lent < s->lent[t] && s->take_back_since[t] == 0 &&
+			    cg[k].used + cfg->reserve > cg[k].share - s->lent[t])
+				s->take_back_since[t] = now;
+			set->lend.lent_now += cg[k].lent;
+			if (verbose && (cg[k].loan != s->loan[t] || cg[k].lent != s->lent[t]))
+				printf(
+				    "tierallocd: lend tier %u: cgroup %llu priority %u share %lluM "
+				    "used %lluM loan %lluM lent %lluM\n",
+				    t, (unsigned long long)s->cgroup_id, cg[k].priority,
+				    (unsigned long long)(cg[k].share >> 20),
+				    (unsigned long long)(cg[k].used >> 20),
+				    (unsigned long long)(cg[k].loan >> 20),
+				    (unsigned long long)(cg[k].lent >> 20));
+		}
+		/* A take-back ends when the owners stopped growing into what they lent (no cut
+		 * this round) and no borrower holds more than its share and loan: one episode
+		 * however many rounds the owner's growth takes. */
+		for (unsigned k = 0; k < m && over == 0 && !cut; k++) {
+			struct segment *s = v[idx[k]].s;
+			if (s->take_back_since[t] == 0)
+				continue;
+			uint64_t took = now - s->take_back_since[t];
+			s->take_back_since[t] = 0;
+			s->take_backs[t]++;
+			s->take_back_ns[t] = took;
+			set->lend.take_backs++;
+			set->lend.take_back_ns_sum += took;
+			set->lend.take_back_ns_last = took;
+			if (took > set->lend.take_back_ns_max)
+				set->lend.take_back_ns_max = took;
+			if (verbose)
+				printf("tierallocd: take-back on tier %u for cgroup %llu took %.3f "
+				       "s\n",
+				       t, (unsigned long long)s->cgroup_id, (double)took / 1e9);
+		}
+	}
+}
+
+void ta_agent_segments_lend(struct ta_agent_segments *set, const struct ta_agent_lend_config *cfg,
+			    bool verbose)
+{
+	unsigned n = 0;
+	for (struct segment *s = set->list; s != NULL; s = s->next)
+		if (s->lend_off != 0)
+			n++;
+	if (n == 0)
+		return;
+	struct lend_view *v = calloc(n, sizeof(*v));
+	bool *done = calloc(n, sizeof(*done));
+	if (v == NULL || done == NULL) {
+		free(v);
+		free(done);
+		return;
+	}
+	unsigned i = 0;
+	for (struct segment *s = set->list; s != NULL && i < n; s = s->next) {
+		if (s->lend_off == 0)
+			continue;
+		v[i].s = s;
+		v[i].ok = lend_read(set, &v[i]);
+		i++;
+	}
+	uint64_t now = monotonic_ns();
+	set->lend.lent_now = 0;
+	for (unsigned t = 0; t + 1 < TA_SHM_MAX_TIERS; t++) {
+		memset(done, 0, n * sizeof(*done));
+		lend_tier(set, v, n, t, done, cfg, now, verbose);
+	}
+	for (i = 0; i < n; i++) {
+		struct segment *s = v[i].s;
+		if (!v[i].ok)
+			continue;
+		bool cut = false;
+		for (unsigned t = 0; t < s->ntiers; t++)
+			cut |= v[i].loan[t] < s->loan[t];
+		if (lend_write(s, &v[i], now + cfg->expiry_ns)) {
+			memcpy(s->loan, v[i].loan, sizeof(s->loan));
+			memcpy(s->lent, v[i].lent, sizeof(s->lent));
+			if (cut)
+				lend_alarm(s);
+		}
+		memcpy(s->steered, v[i].steered, sizeof(s->steered));
+		s->lend_seen = true;
+	}
+	free(v);
+	free(done);
+}
+
+void ta_agent_segments_lend_stats(const struct ta_agent_segments *set,
+				  struct ta_agent_lend_stats *out)
+{
+	*out = set->lend;
+}
+
 /* ---- metrics ---- */
 
 /* Live processes in the segment's slots (pid, and start time when the slot has one, checked in
@@ -865,6 +1157,23 @@ static bool snapshot(struct ta_agent_segments *set, struct segment *s, struct ta
 		p->tier[t].exchange_promoted = atomic_load(&acc->promoted[t]);
 		p->tier[t].exchange_down = atomic_load(&acc->exchanged_down[t]);
 	}
+	/* The lending block (ABI minor 5), bounds-checked on this copy of the header. */
+	struct ta_shm_lend lend;
+	if (ta_shm_lend_block(&h, s->size) != NULL &&
+	    read_at(set, s->fd, &lend, sizeof(lend), h.lend_off)) {
+		uint32_t prio = atomic_load(&lend.priority);
+		p->have_priority = true;
+		p->priority = prio <= TA_SHM_LEND_PRIORITY_MAX ? prio : 0;
+		bool live = monotonic_ns() < atomic_load(&lend.expires_ns);
+		for (unsigned t = 0; t < s->ntiers; t++) {
+			struct ta_prom_tier *pt = &p->tier[t];
+			pt->have_lend = true;
+			pt->loan = live ? atomic_load(&lend.tier[t].loan) : 0;
+			pt->lent = live ? atomic_load(&lend.tier[t].lent) : 0;
+			pt->taken_back = atomic_load(&lend.tier[t].taken_back);
+			pt->take_backs = atomic_load(&lend.tier[t].take_backs);
+		}
+	}
 	count_slots(set, s, acc, p);
 	free(acc);
 	return true;
@@ -886,6 +1195,28 @@ int ta_agent_segments_metrics(struct ta_agent_segments *set, FILE *f)
 		"# TYPE tieralloc_agent_segments gauge\n"
 		"tieralloc_agent_segments %u\n",
 		set->nkept);
+	const struct ta_agent_lend_stats *l = &set->lend;
+	fprintf(f,
+		"# HELP tieralloc_agent_lent_bytes Bytes of idle shares lent out now (--lend).\n"
+		"# TYPE tieralloc_agent_lent_bytes gauge\n"
+		"tieralloc_agent_lent_bytes %llu\n"
+		"# HELP tieralloc_agent_lend_granted_bytes_total Bytes of loans granted.\n"
+		"# TYPE tieralloc_agent_lend_granted_bytes_total counter\n"
+		"tieralloc_agent_lend_granted_bytes_total %llu\n"
+		"# HELP tieralloc_agent_lend_taken_back_bytes_total Bytes of loans revoked.\n"
+		"# TYPE tieralloc_agent_lend_taken_back_bytes_total counter\n"
+		"tieralloc_agent_lend_taken_back_bytes_total %llu\n"
+		"# HELP tieralloc_agent_take_back_seconds From the first loan cut for a growing "
+		"owner until it stopped and no borrower held more than its share and loan.\n"
+		"# TYPE tieralloc_agent_take_back_seconds summary\n"
+		"tieralloc_agent_take_back_seconds_sum %.3f\n"
+		"tieralloc_agent_take_back_seconds_count %llu\n"
+		"# HELP tieralloc_agent_take_back_seconds_max The longest take-back.\n"
+		"# TYPE tieralloc_agent_take_back_seconds_max gauge\n"
+		"tieralloc_agent_take_back_seconds_max %.3f\n",
+		(unsigned long long)l->lent_now, (unsigned long long)l->granted,
+		(unsigned long long)l->taken_back, (double)l->take_back_ns_sum / 1e9,
+		(unsigned long long)l->take_backs, (double)l->take_back_ns_max / 1e9);
 	return rc != 0 || ferror(f) ? -1 : 0;
 }
 

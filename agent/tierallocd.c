@@ -9,7 +9,8 @@
  *
  *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
  *              [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH]
- *              [--access damon|none] [--btf PATH] [-h|--help] [--version]
+ *              [--access damon|none] [--lend [--lend-reserve SIZE] [--priority CGROUP=N]...]
+ *              [--btf PATH] [-h|--help] [--version]
  *
  * With --access damon it also monitors the accesses of the processes in the segments' slots
  * with DAMON and writes each an access file (damon.c), which TIERALLOC_ACCESS=agent reads.
@@ -17,6 +18,10 @@
  * With --metrics it answers GET /metrics with the segments in Prometheus' text format (the same
  * as tieralloc-stat --prometheus, tools/prom.c) from its own loop (metrics.c); with --textfile
  * it rewrites that text into PATH every second, for node-exporter's textfile collector.
+ *
+ * With --lend it lends idle fast-tier shares (issue 15): every interval, a cgroup's share below
+ * its usage less the reserve goes to cgroups that want more than theirs, by priority
+ * (agent/lend.c), with an expiry the next interval renews (segments.c).
  *
  * main() is parse (getopt_long), load_attach, run and cleanup, the one way out.
  *
@@ -205,7 +210,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
 		"[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
-		"[--access damon|none] [--btf PATH] [-h|--help] [--version]\n"
+		"[--access damon|none] [--lend [--lend-reserve SIZE] [--priority CGROUP=N]...] "
+		"[--btf PATH] [-h|--help] [--version]\n"
 		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
 		"                at least 0.05)\n"
 		"  --rescan S    look for new segments every S seconds (default 2), and at\n"
@@ -222,15 +228,61 @@ static void usage(FILE *f)
 		"                (Linux >= 6.2 with DAMON's sysfs interface) and write each one\n"
 		"                /dev/shm/tieralloc_access.PID for TIERALLOC_ACCESS=agent;\n"
 		"                none (default): no access monitoring\n"
+		"  --lend        lend idle fast-tier shares to containers that want more,\n"
+		"                by TIERALLOC_PRIORITY; loans lapse 4 intervals (at least 2 s)\n"
+		"                after the agent stops renewing them\n"
+		"  --lend-reserve SIZE  bytes of an idle share its owner keeps for its own\n"
+		"                growth (default 64M; K, M, G suffixes)\n"
+		"  --priority CGROUP=N  the priority (0-1000) of the cgroup whose segment\n"
+		"                names this path (/sys/fs/cgroup/...); overrides its\n"
+		"                TIERALLOC_PRIORITY (repeatable)\n"
 		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
 		"  --version     print \"tierallocd VERSION\" and exit\n");
 }
 
 struct options {
 	double interval, rescan; /* seconds */
-	bool print, once, stats, metrics_any, damon;
+	bool print, once, stats, metrics_any, damon, lend;
+	uint64_t lend_reserve; /* bytes */
+	struct ta_agent_priority priorities[TA_AGENT_MAX_PRIORITIES];
+	unsigned npriorities;
 	const char *btf, *metrics, *textfile;
 };
+
+/* "64M", "512K", "1G", "0": bytes, or -1 (a bad size). */
+static int parse_size(const char *arg, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(arg, &end, 10);
+	if (end == arg || errno != 0 || arg[0] == '-')
+		return -1;
+	unsigned shift = 0;
+	switch (*end) {
+	case 'K':
+	case 'k':
+		shift = 10;
+		break;
+	case 'M':
+	case 'm':
+		shift = 20;
+		break;
+	case 'G':
+	case 'g':
+		shift = 30;
+		break;
+	case '\0':
+		break;
+	default:
+		return -1;
+	}
+	if (shift != 0 && end[1] != '\0')
+		return -1;
+	if (v > (UINT64_MAX >> shift))
+		return -1;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
 
 /* A positive number of seconds in [0.05, 3600], or a negative one. */
 static double seconds(const char *arg)
@@ -258,7 +310,10 @@ static int parse(int argc, char **argv, struct options *o)
 		OPT_METRICS,
 		OPT_METRICS_ANY,
 		OPT_TEXTFILE,
-		OPT_ACCESS
+		OPT_ACCESS,
+		OPT_LEND,
+		OPT_LEND_RESERVE,
+		OPT_PRIORITY
 	};
 	static const struct option longopts[] = {
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -273,9 +328,16 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "metrics-any", no_argument, NULL, OPT_METRICS_ANY },
 		{ "textfile", required_argument, NULL, OPT_TEXTFILE },
 		{ "access", required_argument, NULL, OPT_ACCESS },
+		{ "lend", no_argument, NULL, OPT_LEND },
+		{ "lend-reserve", required_argument, NULL, OPT_LEND_RESERVE },
+		{ "priority", required_argument, NULL, OPT_PRIORITY },
 		{ NULL, 0, NULL, 0 },
 	};
-	*o = (struct options){ .interval = 0.25, .rescan = 2, .btf = "/sys/kernel/btf/vmlinux" };
+	*o = (struct options){ .interval = 0.25,
+			       .rescan = 2,
+			       .lend_reserve = 64ull << 20,
+			       .btf = "/sys/kernel/btf/vmlinux" };
+	bool reserve_given = false;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
 		switch (c) {
@@ -324,6 +386,38 @@ static int parse(int argc, char **argv, struct options *o)
 			}
 			o->damon = strcmp(optarg, "damon") == 0;
 			break;
+		case OPT_LEND:
+			o->lend = true;
+			break;
+		case OPT_LEND_RESERVE:
+			if (parse_size(optarg, &o->lend_reserve) != 0) {
+				fprintf(stderr,
+					"tierallocd: bad --lend-reserve \"%s\" (a size: 64M, 512K, "
+					"1G)\n",
+					optarg);
+				return 2;
+			}
+			reserve_given = true;
+			break;
+		case OPT_PRIORITY: {
+			/* CGROUP=N: the last '=' splits, so that a path may hold one. */
+			char *eq = strrchr(optarg, '=');
+			char *end = NULL;
+			unsigned long p = eq != NULL ? strtoul(eq + 1, &end, 10) : 0;
+			if (eq == NULL || eq == optarg || end == eq + 1 || *end != '\0' ||
+			    eq[1] == '-' || p > TA_SHM_LEND_PRIORITY_MAX ||
+			    o->npriorities == TA_AGENT_MAX_PRIORITIES) {
+				fprintf(stderr,
+					"tierallocd: bad --priority \"%s\" (CGROUP=N, N from 0 to "
+					"1000, at most %u of them)\n",
+					optarg, TA_AGENT_MAX_PRIORITIES);
+				return 2;
+			}
+			*eq = '\0';
+			o->priorities[o->npriorities++] =
+			    (struct ta_agent_priority){ optarg, (uint32_t)p };
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -352,6 +446,11 @@ static int parse(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "tierallocd: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if ((reserve_given || o->npriorities > 0) && !o->lend) {
+		fprintf(stderr, "tierallocd: --lend-reserve or --priority without --lend\n");
 		usage(stderr);
 		return 2;
 	}
@@ -476,6 +575,9 @@ static int load_attach(const struct options *o, struct agent *ag)
 			printf("tierallocd: access: damon (one kdamond per process, 500 ms "
 			       "samples, 5 s aggregation)\n");
 	}
+	if (o->lend)
+		printf("tierallocd: lending idle shares (reserve %llu bytes)\n",
+		       (unsigned long long)o->lend_reserve);
 	if (ag->metrics != NULL)
 		printf("tierallocd: metrics at http://%s/metrics\n",
 		       ta_metrics_address(ag->metrics));
@@ -559,6 +661,16 @@ static void run(const struct options *o, struct agent *ag)
 		size_t n = read_counts(ag->skel, ag->counts);
 		ta_agent_segments_publish(ag->segments, ag->counts, n, NULL, 0, flags, interval_ms,
 					  o->print);
+		if (o->lend) {
+			/* Four intervals' grace, 2 s at least: a loan outlives a late round, not a
+			 * dead agent. */
+			uint64_t expiry_ms = 4ull * interval_ms > 2000 ? 4ull * interval_ms : 2000;
+			struct ta_agent_lend_config lend = { .reserve = o->lend_reserve,
+							     .expiry_ns = expiry_ms * 1000000ull,
+							     .priorities = o->priorities,
+							     .npriorities = o->npriorities };
+			ta_agent_segments_lend(ag->segments, &lend, o->print);
+		}
 		if (o->print)
 			print_counts(ag->counts, n);
 		if (o->stats)

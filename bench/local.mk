@@ -73,3 +73,12 @@ bench-access-agent: bench/access-cost$(EXEEXT) $(lib_LTLIBRARIES) $(sbin_PROGRAM
 	$(SHELL) $(top_srcdir)/bench/run-access-agent.sh $(abs_top_builddir) $(abs_top_srcdir) \
 		$${BENCH_REPS:-3} $${BENCH_WS_MIB:-1024}
 .PHONY: bench-access-agent
+
+# Lending idle fast-tier shares (issue 15): fast-tier utilisation with tierallocd --lend on and
+# off, and the take-back times, in the QEMU guest (`make bench-lending`; BENCH_REPS rounds with
+# lending on, default 3). Needs the agent (HAVE_BPF).
+EXTRA_DIST += bench/run-lending.sh
+bench-lending: tests/guest/enforce_work$(EXEEXT) $(lib_LTLIBRARIES) $(sbin_PROGRAMS)
+	$(SHELL) $(top_srcdir)/bench/run-lending.sh $(abs_top_builddir) $(abs_top_srcdir) \
+		$${BENCH_REPS:-3}
+.PHONY: bench-lending

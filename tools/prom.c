@@ -46,6 +46,10 @@ FIELD_GETTER(get_hot, t->have_access, t->hot)
 FIELD_GETTER(get_cold, t->have_access, t->cold)
 FIELD_GETTER(get_xup, t->have_access, t->exchange_promoted)
 FIELD_GETTER(get_xdown, t->have_access, t->exchange_down)
+FIELD_GETTER(get_loan, t->have_lend, t->loan)
+FIELD_GETTER(get_lent, t->have_lend, t->lent)
+FIELD_GETTER(get_taken_back, t->have_lend, t->taken_back)
+FIELD_GETTER(get_take_backs, t->have_lend, t->take_backs)
 FIELD_GETTER(get_kpromoted, t->have_agent, t->kernel_promoted)
 FIELD_GETTER(get_kdemoted, t->have_agent, t->kernel_demoted)
 FIELD_GETTER(get_kmoved, t->have_agent, t->kernel_moved)
@@ -100,6 +104,15 @@ static const struct tier_metric {
 	  COUNTER, PLAIN, get_xup },
 	{ "tier_exchange_demoted_bytes_total", "Bytes the exchange moved down out of the tier.",
 	  COUNTER, PLAIN, get_xdown },
+	{ "tier_loan_bytes",
+	  "Bytes of other cgroups' idle shares the cgroup borrows now (tierallocd --lend).", GAUGE,
+	  PLAIN, get_loan },
+	{ "tier_lent_bytes", "Bytes of the cgroup's share lent to others now.", GAUGE, PLAIN,
+	  get_lent },
+	{ "tier_loan_taken_back_bytes_total", "Bytes of the cgroup's loans revoked.", COUNTER,
+	  PLAIN, get_taken_back },
+	{ "tier_take_backs_total", "Take-backs of the cgroup's lent share completed.", COUNTER,
+	  PLAIN, get_take_backs },
 	{ "tier_kernel_promoted_pages_total",
 	  "Pages the kernel promoted into the tier (NUMA balancing; tierallocd).", COUNTER, PLAIN,
 	  get_kpromoted },
@@ -220,6 +233,16 @@ int ta_prom_write(FILE *f, const struct ta_prom_segment *segs, unsigned n)
 		fputs("tieralloc_dead_slots{", f);
 		segment_labels(f, &segs[i]);
 		fprintf(f, "} %u\n", segs[i].dead_slots);
+	}
+
+	header(f, "priority", "The cgroup's TIERALLOC_PRIORITY for lending (0 when undeclared).",
+	       GAUGE);
+	for (unsigned i = 0; i < n; i++) {
+		if (repeat[i] || !segs[i].have_priority)
+			continue;
+		fputs("tieralloc_priority{", f);
+		segment_labels(f, &segs[i]);
+		fprintf(f, "} %u\n", segs[i].priority);
 	}
 
 	for (size_t m = 0; m < sizeof(tier_metrics) / sizeof(tier_metrics[0]); m++) {

@@ -29,6 +29,8 @@ struct ta_prom_tier {
 	uint64_t untracked, demoted, reclaim_asked, reclaims, gated;
 	bool have_access; /* ABI minor 3 */
 	uint64_t hot, cold, exchange_promoted, exchange_down;
+	bool have_lend; /* ABI minor 5: the lending block */
+	uint64_t loan, lent, taken_back, take_backs;
 	bool have_agent; /* the agent's counts, in pages, when fresh and attributable */
 	uint64_t kernel_promoted, kernel_demoted, kernel_moved;
 };
@@ -39,6 +41,8 @@ struct ta_prom_segment {
 	unsigned processes;			    /* live processes attached */
 	unsigned dead_slots;			    /* slots of dead processes not yet taken back */
 	unsigned ntiers;			    /* at most TA_SHM_MAX_TIERS */
+	bool have_priority;			    /* ABI minor 5 */
+	uint32_t priority;			    /* TIERALLOC_PRIORITY, for lending */
 	struct ta_prom_tier tier[TA_SHM_MAX_TIERS]; /* tier[t] is tier t */
 };
 

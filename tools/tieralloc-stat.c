@@ -256,7 +256,7 @@ static int open_seg(const struct ta_place *place, const char *file, struct seg *
 		close(fd);
 		return -1;
 	}
-	/* What is used: the tiers, each slot's pid, the agent block. */
+	/* What is used: the tiers, each slot's pid, the agent, access and lending blocks. */
 	unsigned nslots = h->max_slots < TA_SHM_MAX_SLOTS ? h->max_slots : TA_SHM_MAX_SLOTS;
 	bool ok = read_part(fd, s, h->tiers_off, (uint64_t)h->tier_size * h->max_tiers);
 	for (unsigned i = 0; i < nslots && ok; i++)
@@ -268,6 +268,9 @@ static int open_seg(const struct ta_place *place, const char *file, struct seg *
 	const struct ta_shm_access *acc = ta_shm_access_block(h, s->size);
 	if (ok && acc != NULL)
 		ok = read_part(fd, s, h->access_off, sizeof(*acc));
+	const struct ta_shm_lend *lend = ta_shm_lend_block(h, s->size);
+	if (ok && lend != NULL)
+		ok = read_part(fd, s, h->lend_off, sizeof(*lend));
 	close(fd);
 	if (!ok) {
 		s->error = "truncated while read";
@@ -537,6 +540,67 @@ static void print_access(const struct seg *s)
 	}
 }
 
+/* The lending block (ABI minor 5) and whether its loans count now (CLOCK_MONOTONIC before the
+ * agent's expiry): a lapsed loan is shown as none. */
+static const struct ta_shm_lend *lending(const struct seg *s, bool *live)
+{
+	const struct ta_shm_lend *l = ta_shm_lend_block(s->hdr, s->size);
+	*live = false;
+	if (l != NULL) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		*live = now < ld(&((struct ta_shm_lend *)l)->expires_ns);
+	}
+	return l;
+}
+
+static uint32_t priority_of(const struct ta_shm_lend *l)
+{
+	uint32_t p = atomic_load(&((struct ta_shm_lend *)l)->priority);
+	return p <= TA_SHM_LEND_PRIORITY_MAX ? p : 0;
+}
+
+/* One line per segment in the default table (within COLUMNS for two tiers); a table with
+ * --wide. */
+static void print_lending(const struct seg *s, bool wide)
+{
+	bool live;
+	const struct ta_shm_lend *l = lending(s, &live);
+	if (l == NULL) {
+		printf(
+		    "lending: n/a (segment made before the lending block, tieralloc < ABI 1.5)\n");
+		return;
+	}
+	if (wide) {
+		printf("lending: priority %u, loans %s\n", priority_of(l),
+		       live ? "live (the agent renews them)" : "none or lapsed");
+		printf("%-4s %10s %10s %10s %10s %10s %12s\n", "tier", "share", "loan", "lent",
+		       "borrowed", "taken_back", "take_back_s");
+		for (unsigned t = 0; t < ntiers(s); t++) {
+			const struct ta_shm_lend_tier *lt = &l->tier[t];
+			char v[5][16];
+			human(ld(&tier_rec(s, t)->limit[TA_LIMIT_HIGH]), v[0], sizeof(v[0]));
+			human(live ? ld(&lt->loan) : 0, v[1], sizeof(v[1]));
+			human(live ? ld(&lt->lent) : 0, v[2], sizeof(v[2]));
+			human(ld(&lt->borrowed), v[3], sizeof(v[3]));
+			human(ld(&lt->taken_back), v[4], sizeof(v[4]));
+			printf("%-4u %10s %10s %10s %10s %10s %12.3f\n", t, v[0], v[1], v[2], v[3],
+			       v[4], (double)ld(&lt->take_back_ns) / 1e9);
+		}
+		return;
+	}
+	printf("lending: priority %u\n", priority_of(l));
+	for (unsigned t = 0; t < ntiers(s); t++) {
+		char share[16], loan[16], lent[16];
+		const struct ta_shm_lend_tier *lt = &l->tier[t];
+		human(ld(&tier_rec(s, t)->limit[TA_LIMIT_HIGH]), share, sizeof(share));
+		human(live ? ld(&lt->loan) : 0, loan, sizeof(loan));
+		human(live ? ld(&lt->lent) : 0, lent, sizeof(lent));
+		printf("  tier %u: share %s, loan %s, lent %s\n", t, share, loan, lent);
+	}
+}
+
 /* The segment's heading: its name, where it was seen, its processes and its cgroup. One line
  * with --wide; in the default table two, each at most COLUMNS wide (the name and the path
  * elided in their middle). */
@@ -638,6 +702,7 @@ static void print_table(struct seg *s, bool wide)
 	}
 	print_migrations(s);
 	print_access(s);
+	print_lending(s, wide);
 	printf("\n");
 }
 
@@ -719,6 +784,20 @@ static void print_json(struct seg *s, bool first)
 			       (unsigned long long)ld(&acc->exchanged_down[t]));
 		else
 			printf(",\"access\":null");
+		/* Loans (ABI minor 5); null before. */
+		bool lend_live;
+		const struct ta_shm_lend *lend = lending(s, &lend_live);
+		if (lend != NULL)
+			printf(",\"lend\":{\"loan\":%llu,\"lent\":%llu,\"borrowed\":%llu,"
+			       "\"taken_back\":%llu,\"take_backs\":%llu,\"take_back_ns\":%llu}",
+			       (unsigned long long)(lend_live ? ld(&lend->tier[t].loan) : 0),
+			       (unsigned long long)(lend_live ? ld(&lend->tier[t].lent) : 0),
+			       (unsigned long long)ld(&lend->tier[t].borrowed),
+			       (unsigned long long)ld(&lend->tier[t].taken_back),
+			       (unsigned long long)ld(&lend->tier[t].take_backs),
+			       (unsigned long long)ld(&lend->tier[t].take_back_ns));
+		else
+			printf(",\"lend\":null");
 		/* The agent's counts (ABI minor 2), in pages; null without an agent. */
 		if (agent != NULL) {
 			const struct ta_shm_agent_tier *m = &agent->tier[t];
@@ -735,7 +814,14 @@ static void print_json(struct seg *s, bool first)
 			printf(",\"migrations\":null}");
 		}
 	}
-	printf("],\"agent\":{\"available\":%s,\"why_not\":", agent ? "true" : "false");
+	bool lend_live;
+	const struct ta_shm_lend *lend = lending(s, &lend_live);
+	if (lend != NULL)
+		printf("],\"priority\":%u,\"loans_live\":%s", priority_of(lend),
+		       lend_live ? "true" : "false");
+	else
+		printf("],\"priority\":null,\"loans_live\":null");
+	printf(",\"agent\":{\"available\":%s,\"why_not\":", agent ? "true" : "false");
 	if (agent != NULL)
 		printf("null,\"age_ms\":%llu,\"exact_nodes\":%s,\"alarms\":%llu}",
 		       (unsigned long long)agent_age,
@@ -801,6 +887,20 @@ static void snapshot(struct seg *s, struct ta_prom_segment *p)
 			pt->kernel_promoted = ld(&agent->tier[t].promoted);
 			pt->kernel_demoted = ld(&agent->tier[t].demoted);
 			pt->kernel_moved = ld(&agent->tier[t].moved);
+		}
+	}
+	bool lend_live;
+	const struct ta_shm_lend *lend = lending(s, &lend_live);
+	if (lend != NULL) {
+		p->have_priority = true;
+		p->priority = priority_of(lend);
+		for (unsigned t = 0; t < p->ntiers; t++) {
+			struct ta_prom_tier *pt = &p->tier[t];
+			pt->have_lend = true;
+			pt->loan = lend_live ? ld(&lend->tier[t].loan) : 0;
+			pt->lent = lend_live ? ld(&lend->tier[t].lent) : 0;
+			pt->taken_back = ld(&lend->tier[t].taken_back);
+			pt->take_backs = ld(&lend->tier[t].take_backs);
 		}
 	}
 }

@@ -36,7 +36,7 @@
 
 #define TA_SHM_MAGIC	 0x31306d6873726574ull /* "tershm01" little-endian */
 #define TA_SHM_ABI_MAJOR 1
-#define TA_SHM_ABI_MINOR 4
+#define TA_SHM_ABI_MINOR 5
 #define TA_SHM_MAX_TIERS 3
 #define TA_SHM_MAX_SLOTS 256 /* processes of one cgroup attached at once */
 #define TA_SHM_PATH_MAX	 256
@@ -132,6 +132,38 @@ struct ta_shm_access {
 	struct ta_shm_access_slot slot[TA_SHM_MAX_SLOTS];
 };
 
+/* Minor 5: lending of idle fast-tier shares (issue 15), a block of its own after the access
+ * block. The agent (tierallocd --lend) writes the loans, lent and expires_ns; the cgroup's
+ * processes write priority. A loan raises the tier's high and max for the cgroup's steering and
+ * enforcement while CLOCK_MONOTONIC is before expires_ns; the agent renews it every interval, so
+ * that loans lapse by themselves when the agent is gone. */
+struct ta_shm_lend_tier {
+	_Atomic uint64_t loan;	     /* bytes borrowed from other cgroups' idle shares */
+	_Atomic uint64_t lent;	     /* bytes of this cgroup's share lent to others (shown only) */
+	_Atomic uint64_t borrowed;   /* bytes ever granted (loan increases), for the counters */
+	_Atomic uint64_t taken_back; /* bytes ever revoked (loan decreases) */
+	/* Take-backs of this cgroup's lent share completed, and how long the last one took: from
+	 * the agent's first cut until it stopped growing into what it lent and no borrower held
+	 * more than its share and loan. */
+	_Atomic uint64_t take_backs;
+	_Atomic uint64_t take_back_ns;
+	uint64_t reserved[2];
+};
+
+#define TA_SHM_LEND_PRIORITY_SET 1u /* a process declared TIERALLOC_PRIORITY */
+#define TA_SHM_LEND_PRIORITY_MAX 1000u
+
+struct ta_shm_lend {
+	_Atomic uint64_t expires_ns; /* CLOCK_MONOTONIC; the loans count before it, 0: no loans */
+	_Atomic uint64_t seq;	     /* bumped by the agent after each write */
+	_Atomic uint32_t priority;   /* TIERALLOC_PRIORITY, 0..TA_SHM_LEND_PRIORITY_MAX */
+	_Atomic uint32_t flags;	     /* TA_SHM_LEND_* */
+	_Atomic uint32_t agent_pid;  /* the agent that wrote the loans */
+	uint32_t reserved0;
+	uint64_t reserved[4];
+	struct ta_shm_lend_tier tier[TA_SHM_MAX_TIERS];
+};
+
 struct ta_shm_header {
 	uint64_t magic;
 	uint16_t abi_major;
@@ -165,6 +197,9 @@ struct ta_shm_header {
 	/* Minor 4: configuration lines lately said by a process of the cgroup, each its hash's
 	 * upper 32 bits over the CLOCK_MONOTONIC second it was said (TA_SHM_SAID_*). */
 	_Atomic uint64_t said[2];
+	/* Minor 5: the lending block (struct ta_shm_lend), after the access block; 0: none. */
+	uint32_t lend_off;
+	uint32_t lend_size;
 };
 /* A line said within the window is not said again by the cgroup's other processes. */
 #define TA_SHM_SAID_WINDOW_S   60u
@@ -183,11 +218,12 @@ static inline uint64_t ta_shm_gate_margin(uint64_t high)
 #define TA_SHM_SLOTS_OFF  (TA_SHM_TIERS_OFF + TA_SHM_MAX_TIERS * 192)
 #define TA_SHM_AGENT_OFF  (TA_SHM_SLOTS_OFF + TA_SHM_MAX_SLOTS * 64)
 #define TA_SHM_ACCESS_OFF (TA_SHM_AGENT_OFF + 256)
-#define TA_SHM_SEG_SIZE	  (TA_SHM_ACCESS_OFF + sizeof(struct ta_shm_access))
+#define TA_SHM_LEND_OFF	  (TA_SHM_ACCESS_OFF + sizeof(struct ta_shm_access))
+#define TA_SHM_SEG_SIZE	  (TA_SHM_LEND_OFF + sizeof(struct ta_shm_lend))
 
 _Static_assert(sizeof(struct ta_shm_tier) == 192, "tier record size is ABI");
 _Static_assert(sizeof(struct ta_shm_slot) == 64, "slot size is ABI");
-_Static_assert(sizeof(struct ta_shm_header) == 400, "header size is ABI");
+_Static_assert(sizeof(struct ta_shm_header) == 408, "header size is ABI");
 _Static_assert(sizeof(struct ta_shm_header) <= TA_SHM_TIERS_OFF, "header fits before the tiers");
 _Static_assert(offsetof(struct ta_shm_header, state) == 48, "state offset is ABI");
 _Static_assert(offsetof(struct ta_shm_header, cgroup_path) == 88, "path offset is ABI");
@@ -203,5 +239,10 @@ _Static_assert(TA_SHM_ACCESS_OFF % 64 == 0, "the access block is cache-line alig
 _Static_assert(offsetof(struct ta_shm_header, agent_off) == 368, "agent offset is ABI");
 _Static_assert(offsetof(struct ta_shm_slot, wake) == 40, "wake word offset is ABI");
 _Static_assert(TA_SHM_AGENT_OFF % 64 == 0, "agent block is cache-line aligned");
+_Static_assert(sizeof(struct ta_shm_lend) == 256, "lending block size is ABI");
+_Static_assert(sizeof(struct ta_shm_lend_tier) == 64, "lending tier size is ABI");
+_Static_assert(offsetof(struct ta_shm_lend, tier) == 64, "lending tiers offset is ABI");
+_Static_assert(offsetof(struct ta_shm_header, lend_off) == 400, "lending offset is ABI");
+_Static_assert(TA_SHM_LEND_OFF % 64 == 0, "the lending block is cache-line aligned");
 
 #endif /* TIERALLOC_SHM_ABI_H */

@@ -85,6 +85,7 @@ struct ta_options {
 	char shm_name[128];	   /* TIERALLOC_SHM_NAME: "" per cgroup, "off" local only */
 	char tier_limits[256];	   /* TIERALLOC_TIER_LIMITS, resolved by quota.c */
 	char split[128];	   /* TIERALLOC_SPLIT, resolved by quota.c */
+	char priority[8];	   /* TIERALLOC_PRIORITY, "" or 0..TA_PRIORITY_MAX (lending) */
 	int on_full;		   /* TIERALLOC_ON_FULL: enum ta_on_full */
 	int enforce;		   /* TIERALLOC_ENFORCE: enum ta_enforce_mode */
 	int promotion;		   /* TIERALLOC_PROMOTION: enum ta_promotion_mode */
@@ -114,6 +115,9 @@ extern const unsigned ta_opt_count;
 /* Set opts to the table's defaults, then parse envp into it. Each bad value: one warning, the
  * default kept, opts->nerrors++. */
 void ta_env_parse(char **envp, struct ta_options *opts);
+/* TIERALLOC_PRIORITY's value, as checked at parse time (0 for anything else). */
+#define TA_PRIORITY_MAX 1000u
+uint32_t ta_priority_value(const char *v);
 /* "64K", "2M": bytes. */
 int ta_parse_size(const char *s, uint64_t *out);
 /* "500ms", "2s", or a bare number of milliseconds. */

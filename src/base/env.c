@@ -20,6 +20,7 @@ static const char *const promotion_words[] = { "gated", "always", "never", NULL 
 static const char *const access_words[] = { "soft-dirty", "age", "agent", NULL };
 
 static const char *bad_shm_name(const char *v);
+static const char *bad_priority(const char *v);
 
 #define FIELD(f) offsetof(struct ta_options, f), sizeof(((struct ta_options *)0)->f)
 
@@ -55,6 +56,10 @@ const struct ta_opt_desc ta_opt_table[] = {
 		  "high, max)" },
 	{ "SPLIT", TA_OPT_STRING, FIELD(split), "",
 	  .help = "split the cgroup's limits by these weights, not by capacity: \"0=75;1=25\"" },
+	{ "PRIORITY", TA_OPT_STRING, FIELD(priority), "", .check = bad_priority,
+	  .shown_default = "0",
+	  .help = "the container's priority for idle fast-tier shares (tierallocd --lend): 0 to "
+		  "1000, higher borrows first and is revoked last; empty: 0" },
 	{ "ON_FULL", TA_OPT_ENUM, FIELD(on_full), "lowest", .words = on_full_words,
 	  .help = "every tier at its max: \"lowest\" places in the last tier anyway, \"enomem\" "
 		  "fails" },
@@ -213,6 +218,28 @@ static const char *bad_shm_name(const char *v)
 	for (const char *p = name; *p != '\0'; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			return "control characters in the name";
+	return NULL;
+}
+
+uint32_t ta_priority_value(const char *v)
+{
+	uint32_t p = 0;
+	for (; *v >= '0' && *v <= '9' && p <= TA_PRIORITY_MAX; v++)
+		p = p * 10 + (uint32_t)(*v - '0');
+	return p <= TA_PRIORITY_MAX ? p : 0;
+}
+
+static const char *bad_priority(const char *v)
+{
+	size_t n = strlen(v);
+	if (n == 0)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (v[i] < '0' || v[i] > '9')
+			return "a whole number from 0 to 1000";
+	if (n > 4 || (n > 1 && v[0] == '0') || ta_priority_value(v) > TA_PRIORITY_MAX ||
+	    (n == 4 && strcmp(v, "1000") != 0))
+		return "a whole number from 0 to 1000";
 	return NULL;
 }
 

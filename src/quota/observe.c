@@ -171,6 +171,14 @@ void ta_quota_view(struct ta_enforce_in *in)
 		/* High and max are at most the tier's capacity (shm.c): room is real. */
 		for (unsigned k = 0; k < TA_NLIMITS; k++)
 			in->limit[t][k] = atomic_load(&r->limit[k]);
+		/* A loan counts as share while it lasts; once revoked or expired, the excess is
+		 * this tier's to shed like any other, cold first. */
+		uint64_t loan = ta_shm_loan(t);
+		for (unsigned k = TA_LIMIT_HIGH; k <= TA_LIMIT_MAX; k++)
+			in->limit[t][k] = in->limit[t][k] > UINT64_MAX - loan
+					      ? UINT64_MAX
+					      : in->limit[t][k] + loan;
+		in->loan[t] = loan;
 		in->cg_charged[t] = atomic_load(&r->charged);
 		in->gated[t] = atomic_load(&r->gated) != 0;
 		in->my_charged[t] = atomic_load(&ta_shm.mine->charged[t]);

@@ -79,6 +79,8 @@ static void fill_header(struct ta_shm_header *h, const struct ta_cgroup *cg,
 	h->agent_size = sizeof(struct ta_shm_agent);
 	h->access_off = TA_SHM_ACCESS_OFF;
 	h->access_size = sizeof(struct ta_shm_access);
+	h->lend_off = TA_SHM_LEND_OFF;
+	h->lend_size = sizeof(struct ta_shm_lend);
 	h->creator_pid = (uint32_t)getpid();
 	h->cgroup_id = cg->id;
 	h->cgroup_version = (uint32_t)cg->version;
@@ -230,7 +232,8 @@ static bool same_layout(const struct ta_shm_header *a, const struct ta_shm_heade
 	       a->slots_off == b->slots_off && a->tier_size == b->tier_size &&
 	       a->tiers_off == b->tiers_off && a->agent_off == b->agent_off &&
 	       a->agent_size == b->agent_size && a->access_off == b->access_off &&
-	       a->access_size == b->access_size && a->creator_pid == b->creator_pid &&
+	       a->access_size == b->access_size && a->lend_off == b->lend_off &&
+	       a->lend_size == b->lend_size && a->creator_pid == b->creator_pid &&
 	       a->cgroup_id == b->cgroup_id && a->cgroup_version == b->cgroup_version &&
 	       atomic_load_explicit((_Atomic uint32_t *)&a->state, memory_order_relaxed) ==
 		   atomic_load_explicit((_Atomic uint32_t *)&b->state, memory_order_relaxed) &&
@@ -277,6 +280,11 @@ static int adopt(struct ta_shm *out, const struct ta_topology *topo, const char 
 	out->access = acc == NULL ? NULL
 				  : (struct ta_shm_access *)((char *)out->hdr +
 							     ((const char *)acc - (const char *)h));
+	const struct ta_shm_lend *lend = ta_shm_lend_block(h, out->size);
+	out->lend =
+	    lend == NULL
+		? NULL
+		: (struct ta_shm_lend *)((char *)out->hdr + ((const char *)lend - (const char *)h));
 	return 0;
 }
 
@@ -671,6 +679,11 @@ int ta_shm_attach(const char *name, const struct ta_cgroup *cg, const struct ta_
 		return rc;
 	}
 	ta_shm_reclaim_dead(&ta_shm);
+	/* TIERALLOC_PRIORITY is the cgroup's: the last process that declared one sets it. */
+	if (ta_shm.lend != NULL && ta_opts.priority[0] != '\0') {
+		atomic_store(&ta_shm.lend->priority, ta_priority_value(ta_opts.priority));
+		atomic_fetch_or(&ta_shm.lend->flags, TA_SHM_LEND_PRIORITY_SET);
+	}
 	atomic_store_explicit(&ta_shm.active, true, memory_order_release);
 	return 0;
 }
@@ -702,10 +715,39 @@ bool ta_shm_check(bool now)
 	return true;
 }
 
+uint64_t ta_shm_loan_at(const struct ta_shm_lend *lend, unsigned t, uint64_t now_ns)
+{
+	if (lend == NULL || t >= TA_SHM_MAX_TIERS)
+		return 0;
+	struct ta_shm_lend *l = (struct ta_shm_lend *)lend;
+	if (now_ns >= atomic_load_explicit(&l->expires_ns, memory_order_acquire))
+		return 0;
+	return atomic_load_explicit(&l->tier[t].loan, memory_order_relaxed);
+}
+
+uint64_t ta_shm_loan(unsigned t)
+{
+	if (!atomic_load_explicit(&ta_shm.active, memory_order_acquire) || ta_shm.lend == NULL)
+		return 0;
+	/* Only a few loads when no agent ever lent: no clock read on that path. */
+	if (atomic_load_explicit(&ta_shm.lend->expires_ns, memory_order_relaxed) == 0)
+		return 0;
+	return ta_shm_loan_at(ta_shm.lend, t, now_ns(CLOCK_MONOTONIC));
+}
+
+/* limit + loan without wrapping. */
+static uint64_t plus_loan(uint64_t limit, uint64_t loan)
+{
+	return limit > UINT64_MAX - loan ? UINT64_MAX : limit + loan;
+}
+
 bool ta_shm_charge(unsigned tier, uint64_t bytes, int level, bool force)
 {
 	struct ta_shm_tier *r = &ta_shm.tiers[tier];
-	uint64_t limit = atomic_load_explicit(&r->limit[level], memory_order_relaxed);
+	/* A loan of the agent's raises high and max alike: the borrower steers into it as into
+	 * its own share, and its max is its own share's max plus what it borrows. */
+	uint64_t limit = plus_loan(atomic_load_explicit(&r->limit[level], memory_order_relaxed),
+				   level >= TA_LIMIT_HIGH ? ta_shm_loan(tier) : 0);
 	/* What the kernel sees there beyond the charges (memkind's metadata, page cache, pages it
 	 * promoted): intent plus the last observed truth. */
 	uint64_t untracked = atomic_load_explicit(&r->untracked, memory_order_relaxed);

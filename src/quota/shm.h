@@ -20,6 +20,7 @@ struct ta_shm {
 	struct ta_shm_slot *mine;
 	struct ta_shm_agent *agent;   /* NULL in a segment made before ABI minor 2 */
 	struct ta_shm_access *access; /* NULL in a segment made before ABI minor 3 */
+	struct ta_shm_lend *lend;     /* NULL in a segment made before ABI minor 5 */
 	size_t size;
 	/* Copied from the header once it is validated: every walk and every computed address is
 	 * bounded by these, never by the live header, which any process of the user may rewrite. */
@@ -57,6 +58,13 @@ void ta_shm_count_exchange(unsigned tier, uint64_t up, uint64_t down);
 int ta_shm_access_field(const struct ta_shm *shm, unsigned tier, const char *field, uint64_t *out);
 /* The access block of a validated header, or NULL (before minor 3, or out of bounds). */
 struct ta_shm_access *ta_shm_access_block(const struct ta_shm_header *h, size_t size);
+/* The lending block of a validated header, or NULL (before minor 5, or out of bounds). */
+struct ta_shm_lend *ta_shm_lend_block(const struct ta_shm_header *h, size_t size);
+/* What tier t's cgroup borrows now: the loan while unexpired at now_ns (CLOCK_MONOTONIC), else
+ * 0. Pure on the block, for the library's steering and enforcement alike. */
+uint64_t ta_shm_loan_at(const struct ta_shm_lend *lend, unsigned t, uint64_t now_ns);
+/* This process's segment's loan on tier t now (0 without a segment, block or live loan). */
+uint64_t ta_shm_loan(unsigned t);
 /* "/tieralloc-v1-<cgroup key>-t<tiers fingerprint>", or the override. */
 void ta_shm_name(const struct ta_cgroup *cg, const struct ta_topology *topo, const char *override,
 		 char *buf, size_t n);

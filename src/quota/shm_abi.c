@@ -74,6 +74,18 @@ struct ta_shm_agent *ta_shm_agent_block(const struct ta_shm_header *h, size_t si
 	return (struct ta_shm_agent *)((char *)h + h->agent_off);
 }
 
+struct ta_shm_lend *ta_shm_lend_block(const struct ta_shm_header *h, size_t size)
+{
+	/* A header of minor 4 ends before lend_off: what lies there is not ours to read. */
+	if (h->abi_minor < 5 || h->header_size < offsetof(struct ta_shm_header, lend_size) + 4 ||
+	    h->lend_off == 0 || h->lend_size < sizeof(struct ta_shm_lend) || h->lend_off % 64 != 0)
+		return NULL;
+	uint64_t slots_end = (uint64_t)h->slots_off + (uint64_t)h->slot_size * h->max_slots;
+	if (h->lend_off < slots_end || (uint64_t)h->lend_off + h->lend_size > size)
+		return NULL;
+	return (struct ta_shm_lend *)((char *)h + h->lend_off);
+}
+
 bool ta_proc_stat_parse(const char *text, char *state, uint64_t *start_time)
 {
 	/* The command (field 2) may hold spaces and ')': count from the last ')'. */

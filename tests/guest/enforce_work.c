@@ -30,6 +30,8 @@
  *   access  "access samples=N hot0=B cold0=B hot1=B cold1=B promoted0=B down0=B source=S":
  *           the access sampler's counts (ctl access.*, tier.<t>.hot/cold/promoted/
  *           exchanged_down)
+ *   grow SIZE PAUSE_MS  "grown blocks=N failed=F": SIZE more bytes in blocks of BLOCK, filled
+ *           (cold), PAUSE_MS between blocks, like a program that grows while it runs
  *   quit    exit 0
  * Sizes take K and M suffixes. A 900 s alarm ends a forgotten process.
  */
@@ -202,6 +204,42 @@ static void verify(void)
 	printf("verify blocks=%zu bad=%zu\n", nblocks, bad);
 }
 
+static void grow(const char *args)
+{
+	char size[32];
+	unsigned pause_ms = 0;
+	if (sscanf(args, "%31s %u", size, &pause_ms) < 1 || parse_size(size) < block_size) {
+		printf("grow error\n");
+		return;
+	}
+	size_t more = parse_size(size) / block_size, failed = 0;
+	uint64_t **nb = realloc(blocks, (nblocks + more) * sizeof(*blocks));
+	unsigned char *nh = nb != NULL ? realloc(is_hot, nblocks + more) : NULL;
+	if (nb != NULL)
+		blocks = nb;
+	if (nh == NULL) {
+		printf("grow error\n");
+		return;
+	}
+	is_hot = nh;
+	for (size_t k = 0; k < more; k++) {
+		size_t i = nblocks;
+		blocks[i] = malloc(block_size);
+		if (blocks[i] == NULL) {
+			failed++;
+			continue;
+		}
+		blocks[i][0] = 0;
+		for (size_t w = 1; w < block_size / 8; w++)
+			blocks[i][w] = mix(((uint64_t)i << 32) ^ w);
+		is_hot[i] = 0;
+		nblocks++;
+		if (pause_ms != 0)
+			usleep(pause_ms * 1000u);
+	}
+	printf("grown blocks=%zu failed=%zu\n", nblocks, failed);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
@@ -275,6 +313,8 @@ int main(int argc, char **argv)
 			demoted();
 		else if (strncmp(line, "access", 6) == 0)
 			access_counts();
+		else if (strncmp(line, "grow ", 5) == 0)
+			grow(line + 5);
 		else if (strncmp(line, "quit", 4) == 0)
 			break;
 		else

@@ -14,7 +14,7 @@ tests_guest_access_sources_SOURCES = tests/guest/access_sources.c
 tests_guest_access_sources_LDADD = -lpthread
 EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests/guest/enforce.sh \
 	tests/guest/plots.sh \
-	tests/guest/hotness.sh tests/guest/access_agent.sh \
+	tests/guest/hotness.sh tests/guest/access_agent.sh tests/guest/lending.sh \
 	tests/guest/agent.sh tests/guest/footprint.sh tests/guest/sources.sh
 
 # The agent goes into the guest when it was built (its test says SKIP otherwise).
@@ -50,6 +50,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		--include $(abs_top_srcdir)/tests/guest/enforce.sh \
 		--include $(abs_top_srcdir)/tests/guest/hotness.sh \
 		--include $(abs_top_srcdir)/tests/guest/access_agent.sh \
+		--include $(abs_top_srcdir)/tests/guest/lending.sh \
 		--include $(abs_top_srcdir)/tests/guest/agent.sh \
 		--include $(abs_top_srcdir)/tests/guest/footprint.sh \
 		--include $(abs_top_srcdir)/tests/guest/sources.sh \

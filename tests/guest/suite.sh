@@ -116,4 +116,6 @@ sh "$S/tests/guest/footprint.sh" "$B" "$S" || failed=1
 sh "$S/tests/guest/hotness.sh" "$B" "$S" || failed=1
 # 10. The agent's access source (issue 14 item 3): reads seen by DAMON, where the kernel has it.
 sh "$S/tests/guest/access_agent.sh" "$B" "$S" || failed=1
+# 11. Lending of idle fast-tier shares (issue 15): the agent lends, takes back, loans lapse.
+sh "$S/tests/guest/lending.sh" "$B" "$S" || failed=1
 exit $failed

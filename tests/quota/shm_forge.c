@@ -71,6 +71,8 @@ static void fill_valid(unsigned ntiers)
 	h->agent_size = sizeof(struct ta_shm_agent);
 	h->access_off = TA_SHM_ACCESS_OFF;
 	h->access_size = sizeof(struct ta_shm_access);
+	h->lend_off = TA_SHM_LEND_OFF;
+	h->lend_size = sizeof(struct ta_shm_lend);
 	h->creator_pid = 1;
 	h->cgroup_version = 0;
 	atomic_store(&h->ntiers, ntiers);
@@ -112,6 +114,7 @@ static void make_bigtiers(void)
 	h->slots_off = TA_SHM_TIERS_OFF + TA_SHM_MAX_TIERS * 256;
 	h->agent_off = h->slots_off + TA_SHM_MAX_SLOTS * 64;
 	h->access_off = h->agent_off + 256;
+	h->lend_off = h->access_off + (uint32_t)sizeof(struct ta_shm_access);
 	seg_size = SEG_MAX;
 	h->seg_size = seg_size;
 }

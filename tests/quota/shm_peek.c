@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tieralloc/shm_abi.h"
@@ -166,6 +167,28 @@ int main(int argc, char **argv)
 			       " moved=%" PRIu64 " promoted_rate=%" PRIu64 "\n",
 			       t, LOAD(a->tier[t].promoted), LOAD(a->tier[t].demoted),
 			       LOAD(a->tier[t].moved), LOAD(a->tier[t].promoted_rate));
+	}
+	/* ABI minor 5: the lending block (loans live: CLOCK_MONOTONIC before expires_ns). */
+	if (h->abi_minor >= 5 && h->header_size >= offsetof(struct ta_shm_header, lend_size) + 4 &&
+	    h->lend_off != 0 && h->lend_off % 64 == 0 &&
+	    h->lend_size >= sizeof(struct ta_shm_lend) &&
+	    (uint64_t)h->lend_off + h->lend_size <= size) {
+		struct ta_shm_lend *w = (struct ta_shm_lend *)((char *)m + h->lend_off);
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		uint64_t expires = LOAD(w->expires_ns);
+		printf("lend priority=%" PRIu32 " flags=%" PRIu32 " live=%d seq=%" PRIu64
+		       " agent_pid=%" PRIu32 "\n",
+		       LOAD(w->priority), LOAD(w->flags), now < expires, LOAD(w->seq),
+		       LOAD(w->agent_pid));
+		for (unsigned t = 0; t < ntiers; t++)
+			printf("lend_tier=%u loan=%" PRIu64 " lent=%" PRIu64 " borrowed=%" PRIu64
+			       " taken_back=%" PRIu64 " take_backs=%" PRIu64
+			       " take_back_ns=%" PRIu64 "\n",
+			       t, LOAD(w->tier[t].loan), LOAD(w->tier[t].lent),
+			       LOAD(w->tier[t].borrowed), LOAD(w->tier[t].taken_back),
+			       LOAD(w->tier[t].take_backs), LOAD(w->tier[t].take_back_ns));
 	}
 	munmap(m, size);
 	return 0;

@@ -96,8 +96,9 @@ echo "no NUL: ok"
 stat_run ctrl --wide --name "/${PFX}ctrl"
 no_controls ctrl.out
 # Header, memory.reclaim's note (v1), tier heading, two tiers, migrations, the access table's
-# two headings and two tiers, blank: eleven lines (no newline got through).
-[[ $(wc -l <ctrl.out) -eq 11 ]] || ta_fail "the table's lines moved: $(cat -A ctrl.out)"
+# two headings and two tiers, the lending table's two headings and two tiers, blank: fifteen
+# lines (no newline got through).
+[[ $(wc -l <ctrl.out) -eq 15 ]] || ta_fail "the table's lines moved: $(cat -A ctrl.out)"
 grep -qF '/sys/fs/cgroup/\x1b[2J\x1b]0;owned\x07\x0afake line\x0d\xc2\x9b31m\xff\xfe\x7f\\end' \
 	ctrl.out || ta_fail "the escaped path is not as expected: $(cat -A ctrl.out)"
 stat_run ctrl-json --json --name "/${PFX}ctrl"

@@ -7,7 +7,7 @@ unit_tests = \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
 	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_stress \
 	tests/unit/test_access tests/unit/test_pack tests/unit/test_heatfile \
-	tests/unit/test_damon
+	tests/unit/test_damon tests/unit/test_lend
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -101,7 +101,7 @@ tests_unit_test_shm_fuzz_LDADD = $(unit_ldadd)
 # The agent's segment side (agent/tally.c, agent/segments.c, and the metrics it formats with
 # tools/prom.c) needs no BPF: always built.
 tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h agent/tally.c \
-	agent/segments.c agent/agent.h tools/prom.c tools/prom.h
+	agent/segments.c agent/lend.c agent/agent.h tools/prom.c tools/prom.h
 tests_unit_test_agent_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/bpf -I$(top_srcdir)/agent \
 	-I$(top_srcdir)/tools
 tests_unit_test_agent_CFLAGS = $(unit_cflags)
@@ -142,3 +142,8 @@ tests_unit_test_damon_SOURCES = tests/unit/test_damon.c tests/lib/test.h agent/d
 tests_unit_test_damon_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
 tests_unit_test_damon_CFLAGS = $(unit_cflags)
 tests_unit_test_damon_LDADD = $(unit_ldadd)
+# The lending policy (agent/lend.c, pure) and the library's side of loans.
+tests_unit_test_lend_SOURCES = tests/unit/test_lend.c tests/lib/test.h agent/lend.c agent/agent.h
+tests_unit_test_lend_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
+tests_unit_test_lend_CFLAGS = $(unit_cflags)
+tests_unit_test_lend_LDADD = $(unit_ldadd)

@@ -12,6 +12,10 @@
  * Issue 12: another user's 1200 valid segments and a few hundred large or sparse junk files
  * exhaust neither the agent's descriptors nor its rescans (counts of files opened and bytes
  * read, not times), and the real container's segment is written from the first rescan on.
+ * Issue 15: a lending round (--lend) over two forged segments: no loan before a wish, the idle
+ * share less the reserve once the borrower is steered away, an expiry the round renews, a cut
+ * loan raising the borrower's alarm, a take-back timed until the borrower is back within its
+ * share and loan, an exited borrower's loan returned, and the counters.
  */
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -145,7 +149,8 @@ static void test_block_bounds(void)
 	test_context("access block: a good one");
 	expect_true(ta_shm_access_block(h, TA_SHM_SEG_SIZE) == (void *)(seg + TA_SHM_ACCESS_OFF));
 	test_context("access block: past the end of the file");
-	expect_true(ta_shm_access_block(h, TA_SHM_SEG_SIZE - 64) == NULL);
+	expect_true(ta_shm_access_block(h, TA_SHM_ACCESS_OFF + sizeof(struct ta_shm_access) - 64) ==
+		    NULL);
 	test_context("access block: misaligned or too small");
 	h->access_off = TA_SHM_ACCESS_OFF + 8;
 	expect_true(ta_shm_access_block(h, TA_SHM_SEG_SIZE) == NULL);
@@ -465,6 +470,219 @@ static bool written_by_agent(const char *name)
 }
 
 /* The formatter alone: escaping, +Inf, a repeated series, what a segment does not have. */
+/* ---- lending rounds ---- */
+
+static char lend_dir[64], node_dir[64];
+
+static void poke(const char *name, uint64_t off, const void *val, size_t len)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "%s/%s", lend_dir, name);
+	int fd = open(path, O_WRONLY);
+	if (fd < 0 || pwrite(fd, val, len, (off_t)off) != (ssize_t)len)
+		test_hard("cannot write %s", path);
+	close(fd);
+}
+
+static void poke64(const char *name, uint64_t off, uint64_t v)
+{
+	poke(name, off, &v, sizeof(v));
+}
+
+static uint64_t tier_off(unsigned t, size_t field)
+{
+	return TA_SHM_TIERS_OFF + t * sizeof(struct ta_shm_tier) + field;
+}
+
+static struct ta_shm_lend *lend_of(const char *name)
+{
+	static unsigned char buf[TA_SHM_SEG_SIZE];
+	char path[160];
+	snprintf(path, sizeof(path), "%s/%s", lend_dir, name);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0 || pread(fd, buf, sizeof(buf), 0) != (ssize_t)sizeof(buf))
+		test_hard("cannot read %s", path);
+	close(fd);
+	static struct ta_shm_lend l;
+	memcpy(&l, buf + TA_SHM_LEND_OFF, sizeof(l));
+	return &l;
+}
+
+static uint64_t alarm_of(const char *name)
+{
+	uint64_t a = 0;
+	char path[160];
+	snprintf(path, sizeof(path), "%s/%s", lend_dir, name);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0 || pread(fd, &a, sizeof(a),
+			    TA_SHM_AGENT_OFF + offsetof(struct ta_shm_agent, alarm)) != sizeof(a))
+		test_hard("cannot read %s", path);
+	close(fd);
+	return a;
+}
+
+static void forge_lender(uint64_t cgroup_id, uint64_t charged0, uint64_t charged1)
+{
+	struct ta_shm_header *h = forge(5, cgroup_id);
+	h->lend_off = TA_SHM_LEND_OFF;
+	h->lend_size = sizeof(struct ta_shm_lend);
+	snprintf(h->cgroup_path, sizeof(h->cgroup_path), "/sys/fs/cgroup/ta-%llu",
+		 (unsigned long long)cgroup_id);
+	struct ta_shm_tier *t = (void *)(seg + TA_SHM_TIERS_OFF);
+	atomic_store(&t[0].limit[TA_LIMIT_HIGH], 300 * MiB);
+	atomic_store(&t[0].limit[TA_LIMIT_MAX], 300 * MiB);
+	atomic_store(&t[1].limit[TA_LIMIT_HIGH], 600 * MiB);
+	atomic_store(&t[0].charged, charged0);
+	atomic_store(&t[1].charged, charged1);
+	struct ta_shm_slot *slot = (void *)(seg + TA_SHM_SLOTS_OFF);
+	atomic_store(&slot[3].start_time, ta_proc_start_time(getpid()));
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void test_lend_round(void)
+{
+	snprintf(lend_dir, sizeof(lend_dir), "/dev/shm/ta-unit-lend-XXXXXX");
+	snprintf(node_dir, sizeof(node_dir), "/tmp/ta-unit-nodes-XXXXXX");
+	if (mkdtemp(lend_dir) == NULL || mkdtemp(node_dir) == NULL)
+		test_skip("no tmpfs at /dev/shm");
+	char path[160];
+	snprintf(path, sizeof(path), "%s/node0", node_dir);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/node0/meminfo", node_dir);
+	FILE *f = fopen(path, "w");
+	if (f == NULL)
+		test_hard("cannot write %s", path);
+	fprintf(f, "Node 0 MemTotal:        4194304 kB\nNode 0 MemFree:         2097152 kB\n");
+	fclose(f);
+	const char *a = "tieralloc-a", *b = "tieralloc-b";
+	char saved_dir[64];
+	memcpy(saved_dir, dir, sizeof(dir));
+	memcpy(dir, lend_dir, sizeof(dir));
+	forge_lender(CG + 1, 50 * MiB, 0);
+	write_file(a, TA_SHM_SEG_SIZE);
+	forge_lender(CG + 2, 300 * MiB, 400 * MiB);
+	write_file(b, TA_SHM_SEG_SIZE);
+	memcpy(dir, saved_dir, sizeof(dir));
+
+	const char *dirs[] = { lend_dir, NULL };
+	struct ta_agent_segments *set = ta_agent_segments_new(dirs, false);
+	ta_agent_segments_set_node_dir(set, node_dir);
+	ta_agent_segments_rescan(set, false);
+	struct ta_agent_lend_config cfg = { .reserve = 64 * MiB, .expiry_ns = 60ull * 1000000000u };
+	struct ta_agent_lend_stats st;
+
+	test_context("lend round 1: B never steered away: no loan, but an expiry written");
+	uint64_t t0 = mono_ns();
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
+	expect_gt(atomic_load(&lend_of(b)->expires_ns), t0);
+	expect_eq(atomic_load(&lend_of(b)->agent_pid), (uint64_t)getpid());
+
+	test_context("lend round 2: B steered away: A's idle share less the reserve");
+	poke64(b, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 5);
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 186 * MiB);
+	expect_eq(atomic_load(&lend_of(a)->tier[0].lent), 186 * MiB);
+	expect_eq(atomic_load(&lend_of(a)->tier[0].loan), 0);
+	expect_eq(atomic_load(&lend_of(b)->tier[1].loan), 0);
+
+	test_context("lend round 3: B uses its loan, A grows: B's loan cut, its alarm raised");
+	poke64(b, tier_off(0, offsetof(struct ta_shm_tier, charged)), 486 * MiB);
+	poke64(b, tier_off(1, offsetof(struct ta_shm_tier, charged)), 214 * MiB);
+	poke64(a, tier_off(0, offsetof(struct ta_shm_tier, charged)), 200 * MiB);
+	uint64_t alarm = alarm_of(b), alarm_a = alarm_of(a);
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 36 * MiB);
+	expect_eq(atomic_load(&lend_of(a)->tier[0].lent), 36 * MiB);
+	expect_eq(alarm_of(b), alarm + 1);
+	expect_eq(alarm_of(a), alarm_a);
+	ta_agent_segments_lend_stats(set, &st);
+	expect_eq(st.granted, 186 * MiB);
+	expect_eq(st.taken_back, 150 * MiB);
+	expect_eq(st.take_backs, 0);
+
+	test_context("lend round 4: B demoted its excess: the take-back is done and timed");
+	poke64(b, tier_off(0, offsetof(struct ta_shm_tier, charged)), 336 * MiB);
+	poke64(b, tier_off(1, offsetof(struct ta_shm_tier, charged)), 364 * MiB);
+	ta_agent_segments_lend(set, &cfg, false);
+	ta_agent_segments_lend_stats(set, &st);
+	expect_eq(st.take_backs, 1);
+	expect_eq(atomic_load(&lend_of(a)->tier[0].take_backs), 1);
+	expect_eq(st.take_back_ns_max, st.take_back_ns_sum);
+	expect_eq(atomic_load(&lend_of(a)->tier[0].take_back_ns), st.take_back_ns_last);
+
+	test_context("lend: the operator's --priority outranks the container's own: a lender of "
+		     "higher priority lends B nothing");
+	char a_path[64];
+	snprintf(a_path, sizeof(a_path), "/sys/fs/cgroup/ta-%llu", (unsigned long long)(CG + 1));
+	struct ta_agent_priority prio = { a_path, 5 };
+	cfg.priorities = &prio;
+	cfg.npriorities = 1;
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
+	test_context("lend: without it, what B still holds over its share is lent again");
+	cfg.npriorities = 0;
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 36 * MiB);
+
+	test_context("lend round 5: B exits: its loan returns at once");
+	poke64(b,
+	       TA_SHM_SLOTS_OFF + 3 * sizeof(struct ta_shm_slot) +
+		   offsetof(struct ta_shm_slot, start_time),
+	       1);
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
+	expect_eq(atomic_load(&lend_of(a)->tier[0].lent), 0);
+
+	test_context("lend: a new agent does not believe a forged loan larger than the tier");
+	poke64(b, TA_SHM_LEND_OFF + offsetof(struct ta_shm_lend, tier[0].loan), UINT64_MAX / 2);
+	poke64(b, TA_SHM_LEND_OFF + offsetof(struct ta_shm_lend, expires_ns),
+	       mono_ns() + 60ull * 1000000000u);
+	struct ta_agent_segments *set2 = ta_agent_segments_new(dirs, false);
+	ta_agent_segments_set_node_dir(set2, node_dir);
+	ta_agent_segments_rescan(set2, false);
+	ta_agent_segments_lend(set2, &cfg, false);
+	struct ta_agent_lend_stats st2;
+	ta_agent_segments_lend_stats(set2, &st2);
+	expect_eq(st2.taken_back, 0);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
+	ta_agent_segments_free(set2);
+
+	test_context("lend: the metrics count what was lent and taken back");
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&text, &len);
+	expect_eq(ta_agent_segments_metrics(set, m), 0);
+	fclose(m);
+	char want[128];
+	snprintf(want, sizeof(want), "tieralloc_agent_lend_granted_bytes_total %llu\n",
+		 (unsigned long long)(186 * MiB + 36 * MiB));
+	expect_true(text != NULL && strstr(text, want) != NULL);
+	snprintf(want, sizeof(want), "tieralloc_agent_lend_taken_back_bytes_total %llu\n",
+		 (unsigned long long)(186 * MiB + 36 * MiB));
+	expect_true(text != NULL && strstr(text, want) != NULL);
+	expect_true(text != NULL && strstr(text, "tieralloc_agent_take_back_seconds_count 1\n"));
+	free(text);
+	ta_agent_segments_free(set);
+	snprintf(path, sizeof(path), "%s/%s", lend_dir, a);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/%s", lend_dir, b);
+	unlink(path);
+	rmdir(lend_dir);
+	snprintf(path, sizeof(path), "%s/node0/meminfo", node_dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/node0", node_dir);
+	rmdir(path);
+	rmdir(node_dir);
+	test_context("%s", "");
+}
+
 static void test_prom_format(void)
 {
 	static struct ta_prom_segment segs[2];
@@ -757,6 +975,7 @@ int main(int argc, char **argv)
 	test_alarm_rule();
 	test_block_bounds();
 	test_publish();
+	test_lend_round();
 	test_prom_format();
 	test_exhaustion();
 	char path[128];

@@ -567,16 +567,44 @@ static void test_mixed(void)
 	expect_eq(r.opts.log_level, TA_LOG_WARN);
 }
 
+/* TIERALLOC_PRIORITY (lending): a whole number from 0 to 1000, or empty. */
+static void test_priority(void)
+{
+	static const char *const good[] = { "0", "7", "999", "1000" };
+	static const char *const bad[] = { "-1", "1001", "01", "x", "10000", "5 ", "1e3" };
+	for (unsigned i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		char var[64];
+		snprintf(var, sizeof(var), "TIERALLOC_PRIORITY=%s", good[i]);
+		const char *vars[] = { var, NULL };
+		struct parsed r;
+		test_context("TIERALLOC_PRIORITY=%s", good[i]);
+		parse(vars, &r);
+		expect_eq(r.warnings, 0);
+		expect_str_eq(r.opts.priority, good[i]);
+	}
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char var[64];
+		snprintf(var, sizeof(var), "TIERALLOC_PRIORITY=%s", bad[i]);
+		const char *vars[] = { var, NULL };
+		struct parsed r;
+		test_context("TIERALLOC_PRIORITY=%s", bad[i]);
+		parse(vars, &r);
+		expect_eq(r.warnings, 1);
+		expect_str_eq(r.opts.priority, "");
+	}
+	test_context("%s", "");
+}
+
 /* The option table: unique names, defaults that parse to the built-in defaults and render back
  * (ta_opt_render is what "opt.<name>" and TIERALLOC_SHOW_CONFIG print). */
 static void test_table(void)
 {
 	static const char *const rendered[] = {
-		"0", "0", "0", "warn",	 "",	     "",      "262144",	    "8388608", "",
-		"",  "",  "",  "lowest", "deferred", "gated", "soft-dirty", "1000ms"
+		"0", "0", "0", "warn", "",	 "",	     "262144", "8388608",    "",
+		"",  "",  "",  "",     "lowest", "deferred", "gated",  "soft-dirty", "1000ms"
 	};
-	expect_eq(ta_opt_count, 17);
-	for (unsigned i = 0; i < ta_opt_count && i < 17; i++) {
+	expect_eq(ta_opt_count, 18);
+	for (unsigned i = 0; i < ta_opt_count && i < 18; i++) {
 		const struct ta_opt_desc *d = &ta_opt_table[i];
 		test_context("table row %s", d->name);
 		for (unsigned k = 0; k < i; k++)
@@ -650,6 +678,7 @@ int main(int argc, char **argv)
 	test_shm_name();
 	test_mixed();
 	test_table();
+	test_priority();
 	test_table_fields();
 	return test_done();
 }
