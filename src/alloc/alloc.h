@@ -194,6 +194,8 @@ struct ta_chunk {
 	uint32_t pages_idle; /* pages below the bump free but kept, charged (TA_PAGE_IDLE) */
 	uint32_t moving;     /* a retag is under way: no run is cut from it */
 	uint32_t heat;	     /* enforce/access.c's: how much of it was written lately */
+	/* Class bytes of its packed objects on central lists (any tier's), for a retag's books. */
+	_Atomic uint64_t packed_free;
 	uint8_t on_holes;
 	uint8_t huge_half; /* its upper half may be one huge page: given back only whole */
 	/* The upper half of a huge_half chunk is advised huge (upper_huge) only once no run will be

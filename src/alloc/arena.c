@@ -153,6 +153,7 @@ static struct ta_chunk *chunk_new(unsigned tier)
 	atomic_store_explicit(&c->upper_open, 0, memory_order_relaxed);
 	c->moving = 0;
 	c->heat = 0;
+	atomic_store_explicit(&c->packed_free, 0, memory_order_relaxed);
 	c->on_holes = 0;
 	c->holes_next = NULL;
 	memset(c->page_class, TA_PAGE_NONE, sizeof(c->page_class));
@@ -530,6 +531,7 @@ unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 	while (got < want && *packed != NULL && !ch->runs_only && nstale < 16) {
 		void *p = *packed;
 		*packed = *(void **)p;
+		atomic_fetch_sub_explicit(&chunk_of(p)->packed_free, size, memory_order_relaxed);
 		if (likely(ta_chunk_tier_of(p) == (int)tier))
 			out[got++] = p;
 		else
@@ -572,13 +574,10 @@ unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 			list_del(b, r);
 	}
 	ta_unlock(&b->lock, TA_RANK_BIN);
-	/* To their tier's list. The retag counted them live there, as objects out of their run:
-	 * they were free. */
-	for (unsigned i = 0; i < nstale; i++) {
-		int u = ta_chunk_tier_of(stale[i]);
-		ta_arena_move_live((unsigned)u, tier, size);
-		ta_arena_flush((unsigned)u, cls, &stale[i], 1);
-	}
+	/* To their tier's list (the retag left them out of the live bytes it moved: they were
+	 * listed). */
+	for (unsigned i = 0; i < nstale; i++)
+		ta_arena_flush((unsigned)ta_chunk_tier_of(stale[i]), cls, &stale[i], 1);
 	return got;
 }
 
@@ -599,6 +598,8 @@ static unsigned flush_locked(struct ta_central_bin *b, unsigned tier, unsigned c
 			}
 			*(void **)p = ta_arenas[tier].packed[cls];
 			ta_arenas[tier].packed[cls] = p;
+			atomic_fetch_add_explicit(&chunk_of(p)->packed_free, ta_class_size[cls],
+						  memory_order_relaxed);
 			continue;
 		}
 		struct ta_run *r = run_of(p);
@@ -851,8 +852,9 @@ int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
 			continue;
 		struct ta_run *r = &c->run[p];
 		if (c->page_class[p] == TA_PAGE_PACKED) {
-			/* Counted as if all out: the free ones are put right when next taken
-			 * or flushed (ta_arena_fill). No run is cut from it: it is not current. */
+			/* Out of their runs, as with a class's; the listed ones are subtracted
+			 * below, those in threads' caches put right as a run's are. No object
+			 * is cut from it: the packing area is not in a movable chunk. */
 			carved += r->empty_ns;
 			continue;
 		}
@@ -881,6 +883,7 @@ int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
 		ta_unlock(&lo->lock, TA_RANK_BIN);
 	}
 
+	avail += atomic_load(&c->packed_free);
 	/* From here on frees of its objects go to the new tier. */
 	c->tier = to;
 	c->demoted = 1;
