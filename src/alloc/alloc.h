@@ -322,7 +322,7 @@ static inline unsigned ta_chunk_class_of(const void *p)
  * TA_PACK_MAX bytes) sit back to back in runs shared by every class, glibc-like, each after an
  * 8-byte header; freed, one goes to the bin of the largest class it can serve (its header's).
  */
-#define TA_PACK_MIN   129u
+#define TA_PACK_MIN   65u
 #define TA_PACK_MAX   16384u
 #define TA_PACK_PAGES 2u /* pages of a packed run: room for the largest object */
 struct ta_pack_hdr {

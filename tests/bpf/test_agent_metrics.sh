@@ -78,8 +78,11 @@ done
 
 echo "== tierallocd --metrics"
 ta_agent_lock
+# Made here, not by the background job's redirection: the first look below may come before it
+# (a missing file ended the test under set -e once, on a loaded machine).
+: >"$TA_WORK/agent.out"
 "$AGENT" --interval 0.2 --rescan 0.5 --metrics 127.0.0.1:0 --textfile "$TA_WORK/tieralloc.prom" \
-	>"$TA_WORK/agent.out" 2>"$TA_WORK/agent.err" &
+	>>"$TA_WORK/agent.out" 2>"$TA_WORK/agent.err" &
 agent=$!
 addr=
 for _ in $(seq 1 100); do
