@@ -166,32 +166,6 @@ static const char *probe(void)
 	return why;
 }
 
-/* This process's start time, field 22 of /proc/self/stat: the agent's file names it, so that a
- * file left for an earlier process of the same pid is not believed. */
-static uint64_t read_start_time(void)
-{
-	char text[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	text[n] = '\0';
-	const char *p = strrchr(text, ')'); /* the command may hold spaces and ')' */
-	if (p == NULL)
-		return 0;
-	unsigned field = 2;
-	for (; *p != '\0' && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	uint64_t v = 0;
-	while (*p >= '0' && *p <= '9')
-		v = v * 10 + (uint64_t)(*p++ - '0');
-	return v;
-}
-
 /* Read the agent's file for this sample: agent_regions set when it is there, this process's,
  * fresh and sound. Another user could have made a file of that name first: only root's (the
  * agent's) or our own user's is read. */
@@ -200,7 +174,7 @@ static void agent_load(uint64_t now)
 	const char *text = agent_none_text, *why = NULL;
 	agent_regions = NULL;
 	if (self_start_time == 0)
-		self_start_time = read_start_time();
+		self_start_time = ta_proc_start_time(getpid());
 	char path[64];
 	ta_format(path, sizeof(path), "/dev/shm/" TA_HEATFILE_PREFIX "%u", (unsigned)getpid());
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);

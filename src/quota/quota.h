@@ -91,4 +91,8 @@ uint64_t ta_startup_late_end(void);
 /* Anonymous resident bytes from /proc/<pid>/statm's text (resident - shared), 0 if malformed. */
 uint64_t ta_statm_anon(const char *statm, uint64_t page_size);
 
+/* /proc/<pid>/stat start time (clock ticks since boot), 0 if unreadable: what a slot, or the
+ * agent's access file, names a process by beside its pid (shm.c). */
+uint64_t ta_proc_start_time(int pid);
+
 #endif /* TA_QUOTA_H */

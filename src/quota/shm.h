@@ -81,8 +81,6 @@ unsigned ta_shm_reclaim_dead(struct ta_shm *shm);
  * ours)? If not, give it up: one warning, local accounting, the mapping replaced by private
  * memory. At most every 200 ms unless now. Returns whether the process still uses it. */
 bool ta_shm_check(bool now);
-/* /proc/<pid>/stat start time (clock ticks since boot), 0 if unreadable. */
-uint64_t ta_proc_start_time(int pid);
 
 /* ---- quota.c: TIERALLOC_TIER_LIMITS, TIERALLOC_SPLIT ---- */
 int ta_quota_init(const struct ta_topology *topo, struct ta_options *opts);
