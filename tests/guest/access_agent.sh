@@ -64,19 +64,6 @@ if [ $damon = 0 ]; then
 	fi
 fi
 
-# Node 0 watched while waiting.
-n0_watch() {
-	v=$(n0 "$cg")
-	[ "$v" -gt "$n0_peak" ] && n0_peak=$v
-	return 0
-}
-where_pm() {
-	work_cmd "$1" where
-	where=$REPLY
-	h0=$(kv "$where" hot_n0)
-	h1=$(kv "$where" hot_n1)
-	hot1_pm=$((h1 * 1000 / (h0 + h1 + 1)))
-}
 # Ranked: two samples taken, and with the agent's source, tier 0's hot bytes at half the working
 # set (200 MiB).
 ranked() {

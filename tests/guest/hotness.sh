@@ -39,15 +39,6 @@ for f in "$PRELOAD" "$WORK" "$PEEK" "$STAT"; do
 	fi
 done
 
-# where_pct NAME: the share of the working set's pages on node 1, in per mille, in $hot1_pm;
-# the placement line in $where.
-where_pm() {
-	work_cmd "$1" where
-	where=$REPLY
-	h0=$(kv "$where" hot_n0)
-	h1=$(kv "$where" hot_n1)
-	hot1_pm=$((h1 * 1000 / (h0 + h1 + 1)))
-}
 
 samples_at_least() {
 	n0_watch
@@ -56,12 +47,6 @@ samples_at_least() {
 	[ "${s:-0}" -ge "$1" ]
 }
 
-# Node 0 watched while waiting: the highest it was, in $n0_peak.
-n0_watch() {
-	v=$(n0 "$cg")
-	[ "$v" -gt "$n0_peak" ] && n0_peak=$v
-	return 0
-}
 
 hot_settled() {
 	n0_watch

@@ -160,3 +160,19 @@ record_emit() {
 	cat "$W/$1.csv"
 	echo "TIERALLOC-CSV-END $1"
 }
+
+# For the working-set tests (hotness.sh, access_agent.sh): the share of the working set's pages
+# on node 1, in per mille, in $hot1_pm, and the placement line in $where (enforce_work's "where").
+where_pm() {
+	work_cmd "$1" where
+	where=$REPLY
+	h0=$(kv "$where" hot_n0)
+	h1=$(kv "$where" hot_n1)
+	hot1_pm=$((h1 * 1000 / (h0 + h1 + 1)))
+}
+# Node 0 of cgroup $cg watched while waiting: the highest it was, in $n0_peak.
+n0_watch() {
+	v=$(n0 "$cg")
+	[ "$v" -gt "$n0_peak" ] && n0_peak=$v
+	return 0
+}
