@@ -16,11 +16,13 @@
  * What it cannot see is reads: a range only read looks as cold as one never touched. The ranking
  * breaks ties by age (younger is warmer), so read-mostly data keeps today's order among itself.
  *
- * With TIERALLOC_ACCESS=agent the sample also reads the agent's access file (heatfile.h): what
- * tierallocd --access damon saw accessed, reads included. A range's part is then the larger of
- * its written part and its accessed part, so a range only read ranks as hot as one written.
- * Without a fresh file (no agent, or stopped) the written part alone counts, and access.source
- * says why; soft-dirty keeps running either way, so the switch costs no unknown period.
+ * With TIERALLOC_ACCESS=agent the sample reads the agent's access file (heatfile.h) instead:
+ * what tierallocd --access damon saw accessed, reads and writes alike. While that file is fresh
+ * the process neither reads pagemap nor clears the bits, so it pays none of soft-dirty's write
+ * faults (the point: the agent's source must cost under 2% of a core in all), and a range's
+ * bytes are its used length. Without a fresh file (no agent, or stopped) soft-dirty takes over,
+ * and access.source says why; its first period only primes the bits (they were not cleared
+ * while the agent's file was fresh), so heats keep the agent's values until then.
  *
  * Heat: 0 unknown, otherwise 1 + the written part in per mille, the newest sample weighing 3/4.
  * A sample says something only of pages that existed at the clear before it: a fresh page is
@@ -56,7 +58,7 @@ static uint64_t period_ns; /* until the next: the option's, or longer (ta_access
 
 /* The agent's file, read once per sample by the worker alone. What access.source says of it is
  * one of these constants, so that other threads read it without a lock. */
-static const char *const agent_fresh_text = "agent (damon, with soft-dirty)";
+static const char *const agent_fresh_text = "agent (damon)";
 static const char *const agent_none_text =
     "soft-dirty (agent: no access file from tierallocd --access damon)";
 static const char *const agent_stale_text = "soft-dirty (agent: its access file is stale)";
@@ -211,19 +213,21 @@ static void agent_load(uint64_t now)
  * file), whichever is larger. */
 static uint32_t sample_part(const void *addr, size_t len, uint64_t present, uint64_t written)
 {
+	if (agent_regions != NULL)
+		return ta_heatfile_part(agent_regions, agent_nregions, agent_max,
+					(uint64_t)(uintptr_t)addr, len);
 	uint64_t part = present == 0 ? 0 : written * 1000 / present;
-	if (agent_regions != NULL) {
-		uint32_t a = ta_heatfile_part(agent_regions, agent_nregions, agent_max,
-					      (uint64_t)(uintptr_t)addr, len);
-		if (a > part)
-			part = a;
-	}
 	return part > 1000 ? 1000u : (uint32_t)part;
 }
 
-/* Present and written small pages of [addr, addr + len), from pagemap. */
+/* Present and written small pages of [addr, addr + len), from pagemap; under a fresh agent
+ * file, the whole range as present and no pagemap read. */
 static void sample_range(const void *addr, size_t len, uint64_t *present, uint64_t *written)
 {
+	if (agent_regions != NULL) {
+		*present += (len + SMALL_PAGE - 1) / SMALL_PAGE;
+		return;
+	}
 	static uint64_t entries[512]; /* 2 MiB of address a read: the worker is alone here */
 	uintptr_t first = (uintptr_t)addr / SMALL_PAGE;
 	uintptr_t end = ((uintptr_t)addr + len + SMALL_PAGE - 1) / SMALL_PAGE;
@@ -283,6 +287,14 @@ static void sample_tier(unsigned t, uint64_t now, uint64_t since, uint64_t sums[
 	}
 }
 
+static bool clear_refused(void)
+{
+	ta_format(source_why, sizeof(source_why), "age (soft-dirty: clear_refs refused)");
+	__atomic_store_n(&source_state, SOURCE_NONE, __ATOMIC_RELEASE);
+	ta_log(TA_LOG_INFO, "access: %s", source_why);
+	return false;
+}
+
 bool ta_access_tick(void)
 {
 	if (ta_opts.access == TA_ACCESS_AGE || source_state == SOURCE_NONE)
@@ -305,8 +317,17 @@ bool ta_access_tick(void)
 		atomic_store(&ta_access_period_ns, period_ns);
 		return false;
 	}
-	if (ta_opts.access == TA_ACCESS_AGENT)
+	if (ta_opts.access == TA_ACCESS_AGENT) {
+		bool had_agent = agent_regions != NULL;
 		agent_load(now);
+		if (had_agent && agent_regions == NULL) {
+			/* Back to soft-dirty: its bits were last cleared before the agent's file
+			 * came, so every page reads written. Prime them and judge next period. */
+			if (clear_bits() != 0)
+				return clear_refused();
+			return false;
+		}
+	}
 	uint64_t hot[TA_MAX_TIERS] = { 0 }, cold[TA_MAX_TIERS] = { 0 };
 	for (unsigned t = 0; t < ta_ntiers; t++) {
 		uint64_t sums[3] = { 0, 0, 0 }; /* hot, cold, unknown */
@@ -319,13 +340,10 @@ bool ta_access_tick(void)
 	}
 	ta_quota_publish_heat(hot, cold);
 	/* Cleared after the reading: what is written from here on shows in the next one. A
-	 * refused clear leaves every bit set, which reads as all hot: stop instead. */
-	if (clear_bits() != 0) {
-		ta_format(source_why, sizeof(source_why), "age (soft-dirty: clear_refs refused)");
-		__atomic_store_n(&source_state, SOURCE_NONE, __ATOMIC_RELEASE);
-		ta_log(TA_LOG_INFO, "access: %s", source_why);
-		return false;
-	}
+	 * refused clear leaves every bit set, which reads as all hot: stop instead. The agent's
+	 * file needs no clear. */
+	if (agent_regions == NULL && clear_bits() != 0)
+		return clear_refused();
 	/* The worker's share of a CPU stays within 2%: a sample that took longer than a fiftieth
 	 * of the period stretches the period (a large heap, a slow machine). */
 	uint64_t took = ta_monotonic_ns() - now;

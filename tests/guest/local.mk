@@ -41,6 +41,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		--include $(abs_top_builddir)/tests/guest/enforce_work \
 		--include $(abs_top_builddir)/tests/guest/promote_work $(GUEST_AGENT) \
 		--include $(abs_top_builddir)/tests/guest/access_sources \
+		--include $(abs_top_builddir)/tests/unit/test_access_agent \
 		--include $(abs_top_builddir)/tests/quota/quota_hog \
 		--include $(abs_top_builddir)/bench/footprint-work \
 		--include $(abs_top_builddir)/tests/quota/shm_peek \

@@ -6,7 +6,7 @@ unit_tests = \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
 	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_stress \
-	tests/unit/test_access tests/unit/test_pack tests/unit/test_heatfile \
+	tests/unit/test_access tests/unit/test_access_agent tests/unit/test_pack tests/unit/test_heatfile \
 	tests/unit/test_damon tests/unit/test_lend
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
@@ -131,6 +131,11 @@ tests_unit_test_access_SOURCES = tests/unit/test_access.c tests/lib/test.h tests
 tests_unit_test_access_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_access_CFLAGS = $(unit_cflags)
 tests_unit_test_access_LDADD = $(unit_ldadd)
+
+tests_unit_test_access_agent_SOURCES = tests/unit/test_access_agent.c tests/lib/test.h
+tests_unit_test_access_agent_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_access_agent_CFLAGS = $(unit_cflags)
+tests_unit_test_access_agent_LDADD = $(unit_ldadd)
 
 tests_unit_test_heatfile_SOURCES = tests/unit/test_heatfile.c tests/lib/test.h
 tests_unit_test_heatfile_CPPFLAGS = $(unit_cppflags)
