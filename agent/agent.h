@@ -120,7 +120,7 @@ struct ta_agent_lend_config {
 	uint64_t reserve;   /* bytes of an idle share kept for its owner's growth */
 	uint64_t expiry_ns; /* how long a round's loans hold without the next */
 	/* An owner that asks for its share back (its usage grew past what it held while lending,
-	 * by a quarter of the reserve, 8 MiB at least) lends nothing until its usage has not grown
+	 * by an eighth of the reserve, 4 MiB at least) lends nothing until its usage has not grown
 	 * for this long: the whole share at once, not loan by loan as it grows. */
 	uint64_t hold_ns;
 	/* The operator's priorities by cgroup path (--priority): they override what a container

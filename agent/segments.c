@@ -898,15 +898,15 @@ static void lend_alarm(struct segment *s)
 }
 
 /* Whether an owner holds its share of tier t this round: it asks for it back when its usage
- * grows past what it held while lending by more than a step (a quarter of the reserve, 8 MiB at
- * least: the noise of charges and readings), and holds it until its usage has not grown by a
+ * grows past what it held while lending by more than a step (an eighth of the reserve, 4 MiB at
+ * least: above the noise of charges and readings), and holds it until its usage has not grown by a
  * step for cfg->hold_ns. Taking the whole share back at once, rather than loan by loan as the
  * owner's allocations land, makes the take-back as fast as the borrowers' demotion, not as slow
  * as the owner's page faults. The ask starts the take-back's clock. */
 static bool lend_holds(struct segment *s, unsigned t, uint64_t used,
 		       const struct ta_agent_lend_config *cfg, uint64_t now, bool verbose)
 {
-	uint64_t step = cfg->reserve / 4 > (8ull << 20) ? cfg->reserve / 4 : (8ull << 20);
+	uint64_t step = cfg->reserve / 8 > (4ull << 20) ? cfg->reserve / 8 : (4ull << 20);
 	if (s->hold_until[t] != 0) {
 		if (used > s->hold_used[t] + step) {
 			s->hold_used[t] = used;
@@ -924,10 +924,10 @@ static bool lend_holds(struct segment *s, unsigned t, uint64_t used,
 		s->take_back_since[t] = now;
 	if (verbose)
 		printf("tierallocd: lend tier %u: cgroup %llu asks for its share back (used %lluM, "
-		       "%lluM when lending, lent %lluM)\n",
+		       "%lluM when lending, lent %lluM) at %.3f s\n",
 		       t, (unsigned long long)s->cgroup_id, (unsigned long long)(used >> 20),
 		       (unsigned long long)(s->lend_base[t] >> 20),
-		       (unsigned long long)(s->lent[t] >> 20));
+		       (unsigned long long)(s->lent[t] >> 20), (double)now / 1e9);
 	return true;
 }
 

@@ -595,20 +595,20 @@ static void test_lend_round(void)
 	expect_eq(atomic_load(&lend_of(a)->tier[0].loan), 0);
 	expect_eq(atomic_load(&lend_of(b)->tier[1].loan), 0);
 
-	test_context("lend round 3: B uses its loan, A grows by less than a quarter of the "
-		     "reserve: B keeps the loan");
+	test_context("lend round 3: B uses its loan, A grows by less than an eighth of the "
+		     "reserve: B keeps the rest of the loan");
 	poke64(b, tier_off(0, offsetof(struct ta_shm_tier, charged)), 486 * MiB);
 	poke64(b, tier_off(1, offsetof(struct ta_shm_tier, charged)), 214 * MiB);
-	poke64(a, tier_off(0, offsetof(struct ta_shm_tier, charged)), 60 * MiB);
+	poke64(a, tier_off(0, offsetof(struct ta_shm_tier, charged)), 56 * MiB);
 	uint64_t alarm = alarm_of(b), alarm_a = alarm_of(a);
 	ta_agent_segments_lend(set, &cfg, false);
-	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 176 * MiB);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 180 * MiB);
 	expect_eq(alarm_of(b), alarm + 1);
 	alarm = alarm_of(b);
 
 	test_context("lend round 3: A grows by more: it asks for its whole share back at once, "
 		     "B's loan is cut to nothing and its alarm raised");
-	poke64(a, tier_off(0, offsetof(struct ta_shm_tier, charged)), 80 * MiB);
+	poke64(a, tier_off(0, offsetof(struct ta_shm_tier, charged)), 60 * MiB);
 	ta_agent_segments_lend(set, &cfg, false);
 	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
 	expect_eq(atomic_load(&lend_of(a)->tier[0].lent), 0);
