@@ -112,6 +112,7 @@ vb=$REPLY
 echo "   take-back: A's 500 MiB allocated in $(secs "$a_done") s, A at its share on node 0" \
 	"$(secs "$a_share") s and B back within its own $(secs "$took") s after A's command;" \
 	"A node0 $(mib "$a_n0"), B node0 $(mib "$b_n0") ($grown_a; $va; $vb)"
+echo "   agent: $(grep 'asks for its share back' $W/agent.out | tail -1)"
 echo "   agent: $(grep 'take-back' $W/agent.out | tail -1)"
 if ! both_settled; then
 	fail lending.take_back "A node0 $(mib "$a_n0"), B node0 $(mib "$b_n0")"
