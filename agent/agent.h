@@ -47,6 +47,7 @@ struct ta_lend_cg {
 	uint32_t priority;    /* TIERALLOC_PRIORITY, higher first */
 	bool wants;	      /* it was steered away from the tier since the last round */
 	bool live;	      /* a process of it is alive */
+	bool holds;	      /* it asked for its share back lately: it lends nothing */
 	/* Out. */
 	uint64_t loan; /* what it borrows this round */
 	uint64_t lent; /* what of its share is lent to others */
@@ -118,6 +119,10 @@ struct ta_agent_priority {
 struct ta_agent_lend_config {
 	uint64_t reserve;   /* bytes of an idle share kept for its owner's growth */
 	uint64_t expiry_ns; /* how long a round's loans hold without the next */
+	/* An owner that asks for its share back (its usage grew past what it held while lending,
+	 * by an eighth of the reserve, 4 MiB at least) lends nothing until its usage has not grown
+	 * for this long: the whole share at once, not loan by loan as it grows. */
+	uint64_t hold_ns;
 	/* The operator's priorities by cgroup path (--priority): they override what a container
 	 * declares for itself with TIERALLOC_PRIORITY. */
 	const struct ta_agent_priority *priorities;

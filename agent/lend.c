@@ -6,7 +6,8 @@
  * call it with fixtures.
  *
  * - A cgroup that wants no more than its share lends its idle part: share - used - reserve (the
- *   reserve stays free for its own growth). One that wants more lends nothing.
+ *   reserve stays free for its own growth). One that wants more lends nothing, nor does one
+ *   that asked for its share back lately (holds; the agent decides when, segments.c).
  * - Wanting more: it was steered away from the tier lately, or holds a loan already; its wish is
  *   what it has on the tier plus what it placed below, less its share.
  * - Priority classes borrow in turn, highest first, and only from lenders of their own priority
@@ -96,7 +97,7 @@ void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64
 		if (c->wants || c->loan_before > 0)
 			total += c->below;
 		wish[i] = sub0(total, c->share);
-		if (wish[i] == 0)
+		if (wish[i] == 0 && !c->holds)
 			idle[i] = sub0(c->share, c->used + reserve);
 		/* What a borrower holds over its share is on the tier already, not taken from
 		 * what is free. */

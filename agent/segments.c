@@ -125,6 +125,10 @@ struct segment {
 	uint64_t borrowed[TA_SHM_MAX_TIERS], taken_back[TA_SHM_MAX_TIERS];
 	uint64_t take_backs[TA_SHM_MAX_TIERS], take_back_ns[TA_SHM_MAX_TIERS];
 	uint64_t take_back_since[TA_SHM_MAX_TIERS];
+	/* As an owner: its usage while it lent (the lowest since it began), and while it holds its
+	 * share back, until when and the usage that last extended the hold. */
+	uint64_t lend_base[TA_SHM_MAX_TIERS];
+	uint64_t hold_until[TA_SHM_MAX_TIERS], hold_used[TA_SHM_MAX_TIERS];
 	char cgroup_path[TA_SHM_PATH_MAX + 1]; /* from the header when it was kept */
 };
 
@@ -893,6 +897,40 @@ static void lend_alarm(struct segment *s)
 		wake_workers(s);
 }
 
+/* Whether an owner holds its share of tier t this round: it asks for it back when its usage
+ * grows past what it held while lending by more than a step (an eighth of the reserve, 4 MiB at
+ * least: above the noise of charges and readings), and holds it until its usage has not grown by a
+ * step for cfg->hold_ns. Taking the whole share back at once, rather than loan by loan as the
+ * owner's allocations land, makes the take-back as fast as the borrowers' demotion, not as slow
+ * as the owner's page faults. The ask starts the take-back's clock. */
+static bool lend_holds(struct segment *s, unsigned t, uint64_t used,
+		       const struct ta_agent_lend_config *cfg, uint64_t now, bool verbose)
+{
+	uint64_t step = cfg->reserve / 8 > (4ull << 20) ? cfg->reserve / 8 : (4ull << 20);
+	if (s->hold_until[t] != 0) {
+		if (used > s->hold_used[t] + step) {
+			s->hold_used[t] = used;
+			s->hold_until[t] = now + cfg->hold_ns;
+		}
+		if (now < s->hold_until[t])
+			return true;
+		s->hold_until[t] = 0;
+	}
+	if (s->lent[t] == 0 || used <= s->lend_base[t] + step)
+		return false;
+	s->hold_used[t] = used;
+	s->hold_until[t] = now + cfg->hold_ns;
+	if (s->take_back_since[t] == 0)
+		s->take_back_since[t] = now;
+	if (verbose)
+		printf("tierallocd: lend tier %u: cgroup %llu asks for its share back (used %lluM, "
+		       "%lluM when lending, lent %lluM) at %.3f s\n",
+		       t, (unsigned long long)s->cgroup_id, (unsigned long long)(used >> 20),
+		       (unsigned long long)(s->lend_base[t] >> 20),
+		       (unsigned long long)(s->lent[t] >> 20), (double)now / 1e9);
+	return true;
+}
+
 /* The plans of tier t, one per set of nodes the segments give the tier. */
 static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsigned n, unsigned t,
 		      bool *done, const struct ta_agent_lend_config *cfg, uint64_t now,
@@ -927,6 +965,7 @@ static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsign
 				.priority = prio <= TA_SHM_LEND_PRIORITY_MAX ? prio : 0,
 				.wants = s->lend_seen && v[j].steered[t] != s->steered[t],
 				.live = v[j].live,
+				.holds = lend_holds(s, t, v[j].used[t], cfg, now, verbose),
 			};
 			idx[m++] = j;
 		}
@@ -948,6 +987,8 @@ static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsign
 			struct segment *s = w->s;
 			w->loan[t] = cg[k].loan;
 			w->lent[t] = cg[k].lent;
+			if (cg[k].lent > 0 && (s->lent[t] == 0 || cg[k].used < s->lend_base[t]))
+				s->lend_base[t] = cg[k].used;
 			if (cg[k].loan > s->loan[t]) {
 				s->borrowed[t] += cg[k].loan - s->loan[t];
 				set->lend.granted += cg[k].loan - s->loan[t];

@@ -665,8 +665,12 @@ static void run(const struct options *o, struct agent *ag)
 			/* Four intervals' grace, 2 s at least: a loan outlives a late round, not a
 			 * dead agent. */
 			uint64_t expiry_ms = 4ull * interval_ms > 2000 ? 4ull * interval_ms : 2000;
+			/* An owner that asked keeps its share 20 intervals (5 s at least) after
+			 * its usage last grew: a burst of growth is not one take-back per round. */
+			uint64_t hold_ms = 20ull * interval_ms > 5000 ? 20ull * interval_ms : 5000;
 			struct ta_agent_lend_config lend = { .reserve = o->lend_reserve,
 							     .expiry_ns = expiry_ms * 1000000ull,
+							     .hold_ns = hold_ms * 1000000ull,
 							     .priorities = o->priorities,
 							     .npriorities = o->npriorities };
 			ta_agent_segments_lend(ag->segments, &lend, o->print);

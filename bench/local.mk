@@ -78,7 +78,8 @@ bench-access-agent: bench/access-cost$(EXEEXT) $(lib_LTLIBRARIES) $(sbin_PROGRAM
 # off, and the take-back times, in the QEMU guest (`make bench-lending`; BENCH_REPS rounds with
 # lending on, default 3). Needs the agent (HAVE_BPF).
 EXTRA_DIST += bench/run-lending.sh
-bench-lending: tests/guest/enforce_work$(EXEEXT) $(lib_LTLIBRARIES) $(sbin_PROGRAMS)
+bench-lending: tests/guest/enforce_work$(EXEEXT) tests/quota/shm_peek$(EXEEXT) $(lib_LTLIBRARIES) \
+		$(sbin_PROGRAMS)
 	$(SHELL) $(top_srcdir)/bench/run-lending.sh $(abs_top_builddir) $(abs_top_srcdir) \
 		$${BENCH_REPS:-3}
 .PHONY: bench-lending

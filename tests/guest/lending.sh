@@ -19,6 +19,11 @@
 #                      (TIERALLOC_PRIORITY=10) grows too: Lo's loan is revoked first and H
 #                      borrows it (H over its share plus half of what L lends, Lo back within
 #                      its own; loans from the segments: H's above 0, Lo's 0); nothing lost.
+#   lending.priority_together  6(b), at once: the same three, but Lo and H grow together from
+#                      the start: H ends with the loan (over its share plus half of what L
+#                      lends, H's loan >= Lo's, Lo back within its own), H was granted at least
+#                      as much as Lo (the segments' borrowed counters), and Lo's loan, sampled
+#                      throughout, never exceeded what L lends (none of H's share); nothing lost.
 #   lending.expiry     6(c): C holds 50 MiB, D borrows as B did; the agent is killed with SIGKILL:
 #                      D's loan lapses (2 s), its enforcement demotes the excess and D's node 0
 #                      comes back within its share (within 24 MiB) by itself; nothing lost.
@@ -48,16 +53,7 @@ agent_start() {
 	until_true grep -q "^tierallocd: attached" $W/agent.out
 }
 
-# loan_of CGROUP: the tier-0 loan in its segment (0 when none or lapsed).
-loan_of() {
-	_seg=$(seg_of "$1")
-	_peek=$("$PEEK" "$_seg" 2>/dev/null)
-	if [ "$(kv "$(echo "$_peek" | grep '^lend ')" live)" = 1 ]; then
-		kv "$(echo "$_peek" | grep '^lend_tier=0 ')" loan
-	else
-		echo 0
-	fi
-}
+loan_of() { lend0 "$1" loan; }
 
 both_settled() {
 	[ "$(n0 "$la")" -ge $((SHARE - TOL)) ] && [ "$(n0 "$lb")" -le $((SHARE + TOL)) ]
@@ -116,6 +112,7 @@ vb=$REPLY
 echo "   take-back: A's 500 MiB allocated in $(secs "$a_done") s, A at its share on node 0" \
 	"$(secs "$a_share") s and B back within its own $(secs "$took") s after A's command;" \
 	"A node0 $(mib "$a_n0"), B node0 $(mib "$b_n0") ($grown_a; $va; $vb)"
+echo "   agent: $(grep 'asks for its share back' $W/agent.out | tail -1)"
 echo "   agent: $(grep 'take-back' $W/agent.out | tail -1)"
 if ! both_settled; then
 	fail lending.take_back "A node0 $(mib "$a_n0"), B node0 $(mib "$b_n0")"
@@ -171,6 +168,76 @@ elif [ "$(kv "$vlo" bad)" != 0 ] || [ "$(kv "$vh" bad)" != 0 ]; then
 	fail lending.priority "memory lost: $vlo; $vh"
 else
 	pass lending.priority
+fi
+work_quit l
+work_quit lo
+work_quit h
+
+# ------------------------------------------------------------- lending.priority_together
+# 6(b) with the two priorities competing at once: the same three containers, but Lo and H are
+# told to grow in the same breath. H (priority 10) is served first whatever order the agent sees
+# them in: at the end it holds the loan (H's above pwant on node 0, Lo back within its share,
+# H's loan >= Lo's), it was granted at least as much as Lo over the whole run (the segments'
+# borrowed counters), and Lo never held more than L lends (its loan, sampled throughout, never
+# above L's share less its 20 MiB and the reserve): nothing of H's share went to Lo.
+cg_new ta-tl 600M
+tl=$cg
+cg_new ta-tlo 600M
+tlo=$cg
+cg_new ta-th 600M
+th=$cg
+work_start l 5 "$tl" 20M 1M 0 "$SPLIT"
+work_start lo 6 "$tlo" 50M 1M 0 "$SPLIT" TIERALLOC_PRIORITY=0
+work_start h 7 "$th" 50M 1M 0 "$SPLIT" TIERALLOC_PRIORITY=10
+lendable=$((PSHARE - 20 * M - RESERVE))
+lo_max=0
+# borrowed_of CGROUP: the bytes ever granted to it on tier 0 (the segment's counter).
+borrowed_of() { lend0 "$1" borrowed; }
+sample_lo() {
+	_l=$(loan_of "$tlo")
+	[ "${_l:-0}" -le "$lo_max" ] || lo_max=${_l:-0}
+}
+grown() { [ "$(wc -l <"$W/$1.out")" -ge "$(eval echo "\$n_$1")" ]; }
+t0=$(now_cs)
+work_send lo "grow 350M 5"
+work_send h "grow 350M 5"
+both_grown() { sample_lo && grown lo && grown h; }
+until_true both_grown
+work_wait lo
+glo=$REPLY
+work_wait h
+gh=$REPLY
+h_first() { sample_lo && n0_above "$th" "$pwant" && n0_within "$tlo" $((PSHARE + TOL)); }
+until_true h_first
+took=$(($(now_cs) - t0))
+h_n0=$(n0 "$th")
+lo_n0=$(n0 "$tlo")
+h_loan=$(loan_of "$th")
+lo_loan=$(loan_of "$tlo")
+h_b=$(borrowed_of "$th")
+lo_b=$(borrowed_of "$tlo")
+work_cmd lo verify
+vlo=$REPLY
+work_cmd h verify
+vh=$REPLY
+echo "   priority_together: $(secs "$took") s after both grew ($glo; $gh): H node0 $(mib "$h_n0")" \
+	"loan $(mib "${h_loan:-0}") borrowed $(mib "${h_b:-0}"), Lo node0 $(mib "$lo_n0") loan" \
+	"$(mib "${lo_loan:-0}") borrowed $(mib "${lo_b:-0}"), Lo's largest loan seen" \
+	"$(mib "$lo_max") (L lends at most $(mib "$lendable")) ($vlo; $vh)"
+if ! h_first; then
+	fail lending.priority_together "H node0 $(mib "$h_n0"), Lo node0 $(mib "$lo_n0")"
+elif [ "${h_loan:-0}" -le 0 ] || [ "${h_loan:-0}" -lt "${lo_loan:-0}" ]; then
+	fail lending.priority_together "loans: H $(mib "${h_loan:-0}"), Lo $(mib "${lo_loan:-0}")"
+elif [ "${h_b:-0}" -lt "${lo_b:-0}" ]; then
+	fail lending.priority_together "borrowed: H $(mib "${h_b:-0}"), Lo $(mib "${lo_b:-0}")"
+elif [ "$lo_max" -gt "$lendable" ]; then
+	fail lending.priority_together "Lo's loan reached $(mib "$lo_max"), more than L lends"
+elif [ "$(kv "$glo" failed)" != 0 ] || [ "$(kv "$gh" failed)" != 0 ]; then
+	fail lending.priority_together "allocations failed: $glo; $gh"
+elif [ "$(kv "$vlo" bad)" != 0 ] || [ "$(kv "$vh" bad)" != 0 ]; then
+	fail lending.priority_together "memory lost: $vlo; $vh"
+else
+	pass lending.priority_together
 fi
 work_quit l
 work_quit lo

@@ -101,10 +101,16 @@ work_wait() {
 	REPLY=$(sed -n "${n}p" "$W/$1.out")
 }
 
-# work_cmd NAME CMD
-work_cmd() {
+# work_send NAME CMD: the command only; its reply is for a later work_wait NAME (so that the
+# caller can watch something while the program works).
+work_send() {
 	eval "fd=\$fd_$1; n_$1=\$((n_$1 + 1))"
 	echo "$2" >&"$fd"
+}
+
+# work_cmd NAME CMD
+work_cmd() {
+	work_send "$1" "$2"
 	work_wait "$1"
 }
 
@@ -113,6 +119,17 @@ work_quit() {
 	echo quit >&"$fd"
 	wait "$pid"
 	eval "exec $fd>&-"
+}
+
+# lend0 CGROUP FIELD: tier 0's FIELD (loan, lent, borrowed...) in the lending block of the
+# cgroup's segment, or 0 when the loans lapsed or there is none.
+lend0() {
+	_peek=$("$PEEK" "$(seg_of "$1")" 2>/dev/null)
+	if [ "$(kv "$(echo "$_peek" | grep '^lend ')" live)" = 1 ]; then
+		kv "$(echo "$_peek" | grep '^lend_tier=0 ')" "$2"
+	else
+		echo 0
+	fi
 }
 
 # pct PART WHOLE: PART as a percentage of WHOLE, one decimal.

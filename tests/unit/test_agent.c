@@ -27,6 +27,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -574,7 +575,9 @@ static void test_lend_round(void)
 	struct ta_agent_segments *set = ta_agent_segments_new(dirs, false);
 	ta_agent_segments_set_node_dir(set, node_dir);
 	ta_agent_segments_rescan(set, false);
-	struct ta_agent_lend_config cfg = { .reserve = 64 * MiB, .expiry_ns = 60ull * 1000000000u };
+	struct ta_agent_lend_config cfg = { .reserve = 64 * MiB,
+					    .expiry_ns = 60ull * 1000000000u,
+					    .hold_ns = 200 * 1000000ull };
 	struct ta_agent_lend_stats st;
 
 	test_context("lend round 1: B never steered away: no loan, but an expiry written");
@@ -592,24 +595,39 @@ static void test_lend_round(void)
 	expect_eq(atomic_load(&lend_of(a)->tier[0].loan), 0);
 	expect_eq(atomic_load(&lend_of(b)->tier[1].loan), 0);
 
-	test_context("lend round 3: B uses its loan, A grows: B's loan cut, its alarm raised");
+	test_context("lend round 3: B uses its loan, A grows by less than an eighth of the "
+		     "reserve: B keeps the rest of the loan");
 	poke64(b, tier_off(0, offsetof(struct ta_shm_tier, charged)), 486 * MiB);
 	poke64(b, tier_off(1, offsetof(struct ta_shm_tier, charged)), 214 * MiB);
-	poke64(a, tier_off(0, offsetof(struct ta_shm_tier, charged)), 200 * MiB);
+	poke64(a, tier_off(0, offsetof(struct ta_shm_tier, charged)), 56 * MiB);
 	uint64_t alarm = alarm_of(b), alarm_a = alarm_of(a);
 	ta_agent_segments_lend(set, &cfg, false);
-	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 36 * MiB);
-	expect_eq(atomic_load(&lend_of(a)->tier[0].lent), 36 * MiB);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 180 * MiB);
+	expect_eq(alarm_of(b), alarm + 1);
+	alarm = alarm_of(b);
+
+	test_context("lend round 3: A grows by more: it asks for its whole share back at once, "
+		     "B's loan is cut to nothing and its alarm raised");
+	poke64(a, tier_off(0, offsetof(struct ta_shm_tier, charged)), 60 * MiB);
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
+	expect_eq(atomic_load(&lend_of(a)->tier[0].lent), 0);
 	expect_eq(alarm_of(b), alarm + 1);
 	expect_eq(alarm_of(a), alarm_a);
 	ta_agent_segments_lend_stats(set, &st);
 	expect_eq(st.granted, 186 * MiB);
-	expect_eq(st.taken_back, 150 * MiB);
+	expect_eq(st.taken_back, 186 * MiB);
 	expect_eq(st.take_backs, 0);
+	test_context("lend round 3: while A holds its share, a steered B borrows nothing of it");
+	poke64(b, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 6);
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
 
-	test_context("lend round 4: B demoted its excess: the take-back is done and timed");
-	poke64(b, tier_off(0, offsetof(struct ta_shm_tier, charged)), 336 * MiB);
-	poke64(b, tier_off(1, offsetof(struct ta_shm_tier, charged)), 364 * MiB);
+	test_context("lend round 4: A grew to 200M, B demoted its excess: the take-back is done "
+		     "and timed");
+	poke64(a, tier_off(0, offsetof(struct ta_shm_tier, charged)), 200 * MiB);
+	poke64(b, tier_off(0, offsetof(struct ta_shm_tier, charged)), 300 * MiB);
+	poke64(b, tier_off(1, offsetof(struct ta_shm_tier, charged)), 400 * MiB);
 	ta_agent_segments_lend(set, &cfg, false);
 	ta_agent_segments_lend_stats(set, &st);
 	expect_eq(st.take_backs, 1);
@@ -626,8 +644,11 @@ static void test_lend_round(void)
 	cfg.npriorities = 1;
 	ta_agent_segments_lend(set, &cfg, false);
 	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
-	test_context("lend: without it, what B still holds over its share is lent again");
+	test_context("lend: without it, once A's usage stayed still for the hold, a steered B "
+		     "borrows A's idle part again");
 	cfg.npriorities = 0;
+	nanosleep(&(struct timespec){ .tv_nsec = 250 * 1000000 }, NULL);
+	poke64(b, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 7);
 	ta_agent_segments_lend(set, &cfg, false);
 	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 36 * MiB);
 

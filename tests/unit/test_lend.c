@@ -2,9 +2,9 @@
 /*
  * Lending of idle fast-tier shares (issue 15).
  * - The policy's arithmetic (agent/lend.c, ta_lend_plan) on fixtures: an idle share lent less the
- *   reserve, taken back as the owner grows, bounded by free memory, by priority (higher first,
- *   never from a higher one's share, lower revoked first), equal priorities in proportion to
- *   their shares, exited containers out of it.
+ *   reserve, taken back as the owner grows (all of it once the owner asks for its share back),
+ *   bounded by free memory, by priority (higher first, never from a higher one's share, lower
+ *   revoked first), equal priorities in proportion to their shares, exited containers out of it.
  * - The library's side, on a real segment (TIERALLOC_SHM_NAME): the lending block's bounds, a
  *   loan raising high and max for charging while unexpired and no longer once expired, the
  *   enforcement's view counting it, and TIERALLOC_PRIORITY recorded in the segment.
@@ -68,6 +68,22 @@ static void test_idle_share_lent(void)
 	ta_lend_plan(c, 2, BIG, 64 * MiB);
 	expect_eq(c[1].loan, 0);
 	expect_eq(c[0].lent, 0);
+
+	test_context("an owner that asked for its share back lends nothing, however idle");
+	c[0].used = 80 * MiB;
+	c[0].holds = true;
+	ta_lend_plan(c, 2, BIG, 64 * MiB);
+	expect_eq(c[1].loan, 0);
+	expect_eq(c[0].lent, 0);
+	test_context("...while another idle owner still lends");
+	struct ta_lend_cg h[3] = { cgs(300 * MiB, 80 * MiB, 0, false), cgs(300 * MiB, 0, 0, false),
+				   cgs(300 * MiB, 300 * MiB, 400 * MiB, true) };
+	h[0].holds = true;
+	ta_lend_plan(h, 3, BIG, 64 * MiB);
+	expect_eq(h[2].loan, 236 * MiB);
+	expect_eq(h[1].lent, 236 * MiB);
+	expect_eq(h[0].lent, 0);
+	c[0].holds = false;
 
 	test_context("a reserve larger than the share: nothing lent");
 	c[0].used = 0;
