@@ -55,6 +55,46 @@ struct ta_lend_cg {
  * lender keeps reserve bytes of its idle share for its own growth. */
 void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64_t reserve);
 
+/* ---- pressure.c: reclaim for priority (--reclaim-for-priority, seed 001), pure ---- */
+#define TA_PRESS_MAX 256 /* cgroups in one plan */
+/* What one cgroup's control files said at one round; cumulative counters except current, low
+ * and min. */
+struct ta_press_sample {
+	uint64_t current;  /* memory.current */
+	uint64_t low, min; /* memory.low, memory.min: the floor reclaim never goes below */
+	uint64_t psi_us;   /* memory.pressure "some" total, microseconds stalled */
+	uint64_t events;   /* memory.events high + max */
+	uint64_t refaults; /* memory.stat workingset_refault_anon + _file, pages */
+	uint64_t steered;  /* bytes its segment steered away from the fast tier (0 without one) */
+};
+enum {
+	TA_PRESS_PSI = 1u << 0,	    /* stalled at least psi_us this round */
+	TA_PRESS_EVENTS = 1u << 1,  /* hit memory.high or memory.max */
+	TA_PRESS_REFAULT = 1u << 2, /* refaulted at least `refaults` pages */
+	TA_PRESS_STEERED = 1u << 3, /* its allocations were steered below the fast tier */
+};
+struct ta_press_cg {
+	/* In. */
+	uint32_t group;	   /* siblings (children of one parent) share a group */
+	uint32_t priority; /* higher first */
+	bool have_prev;	   /* prev holds the last round's sample */
+	struct ta_press_sample prev, now;
+	/* Out. */
+	unsigned why;	  /* TA_PRESS_* when it is pressured, 0 otherwise */
+	uint64_t reclaim; /* bytes to ask its memory.reclaim for this round */
+	int for_whom;	  /* the pressured cgroup it is reclaimed for (index), -1: none */
+};
+struct ta_press_config {
+	uint64_t psi_us;   /* stall per round that counts as pressure */
+	uint64_t refaults; /* refaulted pages per round that count as pressure */
+	uint64_t step;	   /* bytes reclaimed at most per round and pressured group */
+};
+/* One round: which cgroups are pressured, and how much to reclaim of which lower-priority
+ * siblings: within each group, for its highest-priority pressured cgroup, at most step bytes,
+ * lowest priority first (then the one with the most above its floor), none below
+ * max(low, min). Returns the number of cgroups to reclaim from. */
+unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press_config *cfg);
+
 /* ---- segments.c ---- */
 /*
  * What a rescan may cost, and what the agent keeps. The segments are their users' files, so any
