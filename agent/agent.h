@@ -65,7 +65,7 @@ struct ta_press_sample {
 	uint64_t psi_us;   /* memory.pressure "some" total, microseconds stalled */
 	uint64_t events;   /* memory.events high + max */
 	uint64_t refaults; /* memory.stat workingset_refault_anon + _file, pages */
-	uint64_t steered;  /* bytes its segment steered away from the fast tier (0 without one) */
+	uint64_t steered;  /* times its segment steered away from the fast tier (0 without one) */
 };
 enum {
 	TA_PRESS_PSI = 1u << 0,	    /* stalled at least psi_us this round */
@@ -94,6 +94,26 @@ struct ta_press_config {
  * lowest priority first (then the one with the most above its floor), none below
  * max(low, min). Returns the number of cgroups to reclaim from. */
 unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press_config *cfg);
+
+/* ---- reclaim.c: --reclaim-for-priority, the agent's side ---- */
+struct ta_agent_priority;
+struct ta_reclaim_config {
+	uint64_t step;	   /* bytes reclaimed at most per round and pressured parent */
+	uint64_t psi_us;   /* PSI "some" stall per round that counts as pressure */
+	uint64_t refaults; /* refaulted pages per round that count as pressure */
+	const struct ta_agent_priority *priorities; /* the operator's, over TIERALLOC_PRIORITY */
+	unsigned npriorities;
+};
+struct ta_reclaim;
+struct ta_agent_segments;
+/* libcgroup started: NULL with a line in err when it cannot. */
+struct ta_reclaim *ta_reclaim_new(char *err, size_t errlen);
+/* One round: sample, decide (ta_press_plan), write memory.reclaim, say so. set may be NULL. */
+void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
+		      const struct ta_reclaim_config *cfg);
+/* Its counters in Prometheus' text format: 0, or -1 on a write error. */
+int ta_reclaim_metrics(const struct ta_reclaim *r, FILE *f);
+void ta_reclaim_free(struct ta_reclaim *r);
 
 /* ---- segments.c ---- */
 /*
@@ -178,6 +198,18 @@ void ta_agent_segments_lend_stats(const struct ta_agent_segments *set,
 				  struct ta_agent_lend_stats *out);
 /* Where the nodes' meminfo files are (tests): /sys/devices/system/node by default. */
 void ta_agent_segments_set_node_dir(struct ta_agent_segments *set, const char *dir);
+/* The cgroups of the known segments (with two tiers or more) as their headers name them, for
+ * the reclaim policy: at most max. The path is the segment owner's word; the caller checks it
+ * against cgroup_id. */
+struct ta_agent_cgroup {
+	char path[TA_SHM_PATH_MAX + 1];
+	uint64_t cgroup_id;
+	bool have_priority; /* a lending block: TIERALLOC_PRIORITY */
+	uint32_t priority;
+	uint64_t steered; /* the fast tier's steered_away (times) */
+};
+unsigned ta_agent_segments_cgroups(struct ta_agent_segments *set, struct ta_agent_cgroup *out,
+				   unsigned max);
 /* Whether a known segment belongs to this cgroup. */
 bool ta_agent_segments_has(const struct ta_agent_segments *set, uint64_t cgroup_id);
 void ta_agent_segments_free(struct ta_agent_segments *set);
