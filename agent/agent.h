@@ -112,7 +112,7 @@ struct ta_reclaim *ta_reclaim_new(char *err, size_t errlen);
 void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		      const struct ta_reclaim_config *cfg);
 /* Its counters in Prometheus' text format: 0, or -1 on a write error. */
-int ta_reclaim_metrics(const struct ta_reclaim *r, FILE *f);
+int ta_reclaim_metrics(struct ta_reclaim *r, FILE *f);
 void ta_reclaim_free(struct ta_reclaim *r);
 
 /* ---- segments.c ---- */

@@ -6,14 +6,21 @@
  * decides, and the lower-priority siblings of a pressured cgroup get memory.reclaim writes of at
  * most a step each round. Every decision is a line on stdout and a counter in the metrics.
  *
- * The writes run in the agent's loop, out of the pressured workload's way (the seed's bpf_wq
- * plays that part): a round blocks for the reclaim of one step per pressured parent at most.
+ * The writes run on a thread of their own (the seed's bpf_wq plays that part): a memory.reclaim
+ * write returns only once the kernel reclaimed it all or gave up, which took 2 to 20 s in the
+ * guest for 32 MiB of a cgroup that kept refaulting them, and the loop must go on meanwhile. A
+ * victim has one request at a time, written in chunks of CHUNK bytes: Linux 6.1 reclaims a whole
+ * write before it looks for a signal, so chunks are what keeps a request stoppable. A request is
+ * dropped between chunks when a round no longer asks for it (the pressure went away) or the
+ * agent stops.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "agent.h"
 #include "cgctl.h"
@@ -31,7 +38,18 @@ struct entry {
 	uint64_t requested;	   /* bytes they asked for */
 	uint64_t short_writes;	   /* writes the kernel could not fill (EAGAIN) */
 	uint64_t reclaimed;	   /* its memory.current's drop across the writes */
+	uint64_t dropped;	   /* requests dropped before their end (pressure gone) */
+	bool queued;		   /* a request to it is queued or under way */
+	bool wanted;		   /* the last round asked to reclaim it */
 };
+
+/* A write to one victim, for the worker. */
+struct job {
+	char path[TA_SHM_PATH_MAX + 1];
+	uint64_t bytes, before;
+};
+
+#define CHUNK (2ull << 20)
 
 struct ta_reclaim {
 	unsigned n;
@@ -41,7 +59,85 @@ struct ta_reclaim {
 	struct ta_press_cg cg[TA_PRESS_MAX];
 	struct ta_agent_cgroup segs[TA_PRESS_MAX];
 	uint64_t rounds, decisions;
+	/* The worker: jobs[head..head+njobs) in a ring; everything above is under lock, but for
+	 * the writes themselves. */
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	pthread_t worker;
+	bool have_worker, stopping;
+	unsigned head, njobs;
+	struct job jobs[TA_PRESS_MAX];
 };
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct entry *find(struct ta_reclaim *r, const char *path)
+{
+	for (unsigned i = 0; i < r->n; i++)
+		if (strcmp(r->e[i].path, path) == 0)
+			return &r->e[i];
+	return NULL;
+}
+
+static void *work(void *arg)
+{
+	struct ta_reclaim *r = arg;
+	pthread_mutex_lock(&r->lock);
+	for (;;) {
+		while (r->njobs == 0 && !r->stopping)
+			pthread_cond_wait(&r->wake, &r->lock);
+		if (r->stopping)
+			break;
+		struct job j = r->jobs[r->head];
+		r->head = (r->head + 1) % TA_PRESS_MAX;
+		r->njobs--;
+		uint64_t t0 = mono_ns(), done = 0;
+		int rc = 0, err = 0;
+		bool dropped = false;
+		while (done < j.bytes && rc == 0) {
+			struct entry *e = find(r, j.path);
+			if (r->stopping || e == NULL || !e->wanted) {
+				dropped = true;
+				break;
+			}
+			uint64_t chunk = j.bytes - done < CHUNK ? j.bytes - done : CHUNK;
+			pthread_mutex_unlock(&r->lock);
+			rc = ta_cgctl_reclaim(j.path, chunk);
+			err = errno;
+			pthread_mutex_lock(&r->lock);
+			done += chunk;
+		}
+		pthread_mutex_unlock(&r->lock);
+		uint64_t took = mono_ns() - t0;
+		struct ta_press_sample after;
+		uint64_t got = 0;
+		if (ta_cgctl_sample(j.path, &after) != 0 && after.current < j.before)
+			got = j.before - after.current;
+		printf("tierallocd: reclaim: %s: %.1f of %.1f MiB written, %.1f MiB freed in %llu "
+		       "ms%s%s\n",
+		       j.path, done / MiB, j.bytes / MiB, got / MiB,
+		       (unsigned long long)(took / 1000000), rc != 0 ? ", " : "",
+		       rc != 0	 ? strerror(err)
+		       : dropped ? ", dropped: no longer asked"
+				 : "");
+		fflush(stdout);
+		pthread_mutex_lock(&r->lock);
+		struct entry *e = find(r, j.path);
+		if (e != NULL) {
+			e->queued = false;
+			e->reclaimed += got;
+			e->short_writes += rc != 0;
+			e->dropped += dropped;
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
 
 struct ta_reclaim *ta_reclaim_new(char *err, size_t errlen)
 {
@@ -53,19 +149,36 @@ struct ta_reclaim *ta_reclaim_new(char *err, size_t errlen)
 		return NULL;
 	}
 	r->can_write = ta_cgctl_version() == 2;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->wake, NULL);
+	if (r->can_write && pthread_create(&r->worker, NULL, work, r) != 0) {
+		snprintf(err, errlen, "cannot start its thread (%s)", strerror(errno));
+		free(r);
+		return NULL;
+	}
+	r->have_worker = r->can_write;
 	return r;
 }
 
 void ta_reclaim_free(struct ta_reclaim *r)
 {
+	if (r == NULL)
+		return;
+	if (r->have_worker) {
+		pthread_mutex_lock(&r->lock);
+		r->stopping = true;
+		pthread_cond_signal(&r->wake);
+		pthread_mutex_unlock(&r->lock);
+		pthread_join(r->worker, NULL);
+	}
 	free(r);
 }
 
 static struct entry *entry_of(struct ta_reclaim *r, const char *path)
 {
-	for (unsigned i = 0; i < r->n; i++)
-		if (strcmp(r->e[i].path, path) == 0)
-			return &r->e[i];
+	struct entry *known = find(r, path);
+	if (known != NULL)
+		return known;
 	if (r->n == TA_PRESS_MAX)
 		return NULL;
 	struct entry *e = &r->e[r->n++];
@@ -93,6 +206,7 @@ static void why_text(unsigned why, char *buf, size_t len)
 void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		      const struct ta_reclaim_config *cfg)
 {
+	pthread_mutex_lock(&r->lock);
 	r->rounds++;
 	for (unsigned i = 0; i < r->n; i++)
 		r->e[i].seen = false;
@@ -120,10 +234,10 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 			e->priority = r->segs[s].have_priority ? r->segs[s].priority : 0;
 		}
 	}
-	/* Those no longer named are forgotten. */
+	/* Those no longer named are forgotten (but while a write to them is queued). */
 	unsigned kept = 0;
 	for (unsigned i = 0; i < r->n; i++)
-		if (r->e[i].seen) {
+		if (r->e[i].seen || r->e[i].queued) {
 			steered[kept] = steered[i];
 			r->e[kept++] = r->e[i];
 		}
@@ -168,6 +282,7 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		e->have_prev = true;
 		if (c->why != 0)
 			e->pressured_rounds++;
+		e->wanted = c->reclaim > 0;
 		if (c->reclaim == 0)
 			continue;
 		const struct entry *hi = &r->e[idx[c->for_whom]];
@@ -183,26 +298,28 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 			continue;
 		}
 		uint64_t floor = c->now.low > c->now.min ? c->now.low : c->now.min;
-		int rc = ta_cgctl_reclaim(e->path, c->reclaim);
-		int err = errno;
-		struct ta_press_sample after;
-		uint64_t got = 0;
-		if (ta_cgctl_sample(e->path, &after) != 0 && after.current < c->now.current)
-			got = c->now.current - after.current;
+		/* One write at a time per victim: the next round asks again if it must. */
+		if (e->queued || r->njobs == TA_PRESS_MAX)
+			continue;
+		printf("tierallocd: reclaim: %s (priority %u) pressured (%s) -> %s (priority %u, "
+		       "%.1f MiB, floor %.1f MiB): asking %.1f MiB\n",
+		       hi->path, hi->priority, why + 1, e->path, e->priority, c->now.current / MiB,
+		       floor / MiB, c->reclaim / MiB);
+		struct job *job = &r->jobs[(r->head + r->njobs++) % TA_PRESS_MAX];
+		size_t plen = strlen(e->path);
+		memcpy(job->path, e->path, plen + 1);
+		job->bytes = c->reclaim;
+		job->before = c->now.current;
+		e->queued = true;
 		e->requests++;
 		e->requested += c->reclaim;
-		e->reclaimed += got;
-		if (rc != 0)
-			e->short_writes++;
-		printf("tierallocd: reclaim: %s (priority %u) pressured (%s) -> %s (priority %u, "
-		       "%.1f MiB, floor %.1f MiB): asked %.1f MiB, %.1f MiB freed%s%s\n",
-		       hi->path, hi->priority, why + 1, e->path, e->priority, c->now.current / MiB,
-		       floor / MiB, c->reclaim / MiB, got / MiB, rc != 0 ? ", " : "",
-		       rc != 0 ? strerror(err) : "");
+		pthread_cond_signal(&r->wake);
 	}
+	fflush(stdout);
+	pthread_mutex_unlock(&r->lock);
 }
 
-int ta_reclaim_metrics(const struct ta_reclaim *r, FILE *f)
+static int metrics(const struct ta_reclaim *r, FILE *f)
 {
 	static const struct {
 		const char *name, *help;
@@ -212,13 +329,16 @@ int ta_reclaim_metrics(const struct ta_reclaim *r, FILE *f)
 		  "Rounds of tierallocd --reclaim-for-priority in which the cgroup was pressured.",
 		  offsetof(struct entry, pressured_rounds) },
 		{ "tieralloc_agent_reclaim_requests_total",
-		  "memory.reclaim writes tierallocd made to the cgroup for a higher priority.",
+		  "Reclaim requests tierallocd made of the cgroup for a higher priority.",
 		  offsetof(struct entry, requests) },
-		{ "tieralloc_agent_reclaim_requested_bytes_total", "Bytes those writes asked for.",
-		  offsetof(struct entry, requested) },
+		{ "tieralloc_agent_reclaim_requested_bytes_total",
+		  "Bytes those requests asked for.", offsetof(struct entry, requested) },
 		{ "tieralloc_agent_reclaim_short_total",
-		  "Those writes the kernel could not fill (EAGAIN).",
+		  "Requests ended by a memory.reclaim write the kernel could not fill (EAGAIN).",
 		  offsetof(struct entry, short_writes) },
+		{ "tieralloc_agent_reclaim_dropped_total",
+		  "Requests dropped before their end: a round no longer asked for them.",
+		  offsetof(struct entry, dropped) },
 		{ "tieralloc_agent_reclaim_freed_bytes_total",
 		  "The drop of the cgroup's memory.current across those writes.",
 		  offsetof(struct entry, reclaimed) },
@@ -246,4 +366,12 @@ int ta_reclaim_metrics(const struct ta_reclaim *r, FILE *f)
 		}
 	}
 	return 0;
+}
+
+int ta_reclaim_metrics(struct ta_reclaim *r, FILE *f)
+{
+	pthread_mutex_lock(&r->lock);
+	int rc = metrics(r, f);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
 }

@@ -144,7 +144,7 @@ else
 		"hi's peak $(mib "$hi_peak")"
 fi
 # "... (priority 0, C MiB, floor F MiB): asked A MiB, ...": A <= C - F (to 0.1 MiB).
-over=$(sed -n 's/.*-> .* (priority [0-9]*, \([0-9.]*\) MiB, floor \([0-9.]*\) MiB): asked \([0-9.]*\) MiB.*/\1 \2 \3/p' \
+over=$(sed -n 's/.*-> .* (priority [0-9]*, \([0-9.]*\) MiB, floor \([0-9.]*\) MiB): asking \([0-9.]*\) MiB.*/\1 \2 \3/p' \
 	$W/agent-on.out | awk '$3 > $1 - $2 + 0.1 { n++ } END { print n + 0 }')
 min=$(lo_min)
 if [ "$over" = 0 ] && [ "$min" -ge $((LOW - 4 * M)) ]; then
