@@ -72,12 +72,14 @@ enum {
 	TA_PRESS_EVENTS = 1u << 1,  /* hit memory.high or memory.max */
 	TA_PRESS_REFAULT = 1u << 2, /* refaulted at least `refaults` pages */
 	TA_PRESS_STEERED = 1u << 3, /* its allocations were steered below the fast tier */
+	TA_PRESS_LINGER = 1u << 4,  /* none of those now, but one within the last `hold` rounds */
 };
 struct ta_press_cg {
 	/* In. */
 	uint32_t group;	   /* siblings (children of one parent) share a group */
 	uint32_t priority; /* higher first */
 	bool have_prev;	   /* prev holds the last round's sample */
+	unsigned calm;	   /* in and out: rounds since it was last pressured (0: this one) */
 	struct ta_press_sample prev, now;
 	/* Out. */
 	unsigned why;	  /* TA_PRESS_* when it is pressured, 0 otherwise */
@@ -88,6 +90,7 @@ struct ta_press_config {
 	uint64_t psi_us;   /* stall per round that counts as pressure */
 	uint64_t refaults; /* refaulted pages per round that count as pressure */
 	uint64_t step;	   /* bytes reclaimed at most per round and pressured group */
+	unsigned hold;	   /* rounds a cgroup stays pressured after its last signal */
 };
 /* One round: which cgroups are pressured, and how much to reclaim of which lower-priority
  * siblings: within each group, for its highest-priority pressured cgroup, at most step bytes,
@@ -101,6 +104,7 @@ struct ta_reclaim_config {
 	uint64_t step;	   /* bytes reclaimed at most per round and pressured parent */
 	uint64_t psi_us;   /* PSI "some" stall per round that counts as pressure */
 	uint64_t refaults; /* refaulted pages per round that count as pressure */
+	unsigned hold;	   /* rounds a cgroup stays pressured after its last signal */
 	const struct ta_agent_priority *priorities; /* the operator's, over TIERALLOC_PRIORITY */
 	unsigned npriorities;
 };

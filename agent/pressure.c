@@ -8,7 +8,10 @@
  * - Pressure is any of, since the last round: PSI "some" stall of at least psi_us, a
  *   memory.events high or max event, refaults of at least `refaults` pages, allocations steered
  *   below the fast tier. A counter that went backwards (a cgroup made again under the same
- *   path) or a cgroup seen for the first time counts as no pressure.
+ *   path) or a cgroup seen for the first time counts as no pressure. A thrashing cgroup's
+ *   signals come in bursts, with quiet rounds between them (in the guest, one round in two or
+ *   three at 100 ms): it stays pressured for `hold` rounds after its last signal, so that a
+ *   request under way is not dropped and asked again at every gap.
  * - Siblings are cgroups of one group (the same parent: they share its memory.max, which is
  *   where taking from one gives to the other). Only strictly lower priorities are reclaimed: two
  *   of one priority never take from each other.
@@ -53,6 +56,12 @@ unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press
 		n = TA_PRESS_MAX;
 	for (unsigned i = 0; i < n; i++) {
 		cg[i].why = pressure_of(&cg[i], cfg);
+		if (cg[i].why != 0)
+			cg[i].calm = 0;
+		else if (cg[i].calm < UINT32_MAX)
+			cg[i].calm++;
+		if (cg[i].why == 0 && cg[i].have_prev && cg[i].calm < cfg->hold)
+			cg[i].why = TA_PRESS_LINGER;
 		cg[i].reclaim = 0;
 		cg[i].for_whom = -1;
 	}

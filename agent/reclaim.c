@@ -32,6 +32,7 @@ struct entry {
 	uint32_t priority;
 	bool have_prev, seen;
 	struct ta_press_sample prev;
+	unsigned calm; /* rounds since it was last pressured */
 	/* Counters, since the agent started. */
 	uint64_t pressured_rounds; /* rounds it was pressured */
 	uint64_t requests;	   /* memory.reclaim writes to it */
@@ -184,6 +185,7 @@ static struct entry *entry_of(struct ta_reclaim *r, const char *path)
 	struct entry *e = &r->e[r->n++];
 	memset(e, 0, sizeof(*e));
 	snprintf(e->path, sizeof(e->path), "%s", path);
+	e->calm = UINT32_MAX;
 	return e;
 }
 
@@ -198,9 +200,9 @@ static bool path_is(const char *path, uint64_t cgroup_id)
 
 static void why_text(unsigned why, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s%s%s%s", why & TA_PRESS_PSI ? " psi" : "",
+	snprintf(buf, len, "%s%s%s%s%s", why & TA_PRESS_PSI ? " psi" : "",
 		 why & TA_PRESS_EVENTS ? " events" : "", why & TA_PRESS_REFAULT ? " refaults" : "",
-		 why & TA_PRESS_STEERED ? " steered" : "");
+		 why & TA_PRESS_STEERED ? " steered" : "", why & TA_PRESS_LINGER ? " lately" : "");
 }
 
 void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
@@ -256,6 +258,7 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		c->priority = e->priority;
 		c->have_prev = e->have_prev;
 		c->prev = e->prev;
+		c->calm = e->calm;
 		/* Siblings: the same parent directory, numbered by its first child. */
 		const char *slash = strrchr(e->path, '/');
 		size_t plen = slash != NULL ? (size_t)(slash - e->path) : 0;
@@ -273,13 +276,15 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 	}
 	struct ta_press_config pc = { .psi_us = cfg->psi_us,
 				      .refaults = cfg->refaults,
-				      .step = cfg->step };
+				      .step = cfg->step,
+				      .hold = cfg->hold };
 	ta_press_plan(r->cg, n, &pc);
 	for (unsigned j = 0; j < n; j++) {
 		struct entry *e = &r->e[idx[j]];
 		struct ta_press_cg *c = &r->cg[j];
 		e->prev = c->now;
 		e->have_prev = true;
+		e->calm = c->calm;
 		if (c->why != 0)
 			e->pressured_rounds++;
 		e->wanted = c->reclaim > 0;

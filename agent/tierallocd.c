@@ -732,10 +732,14 @@ static void run(const struct options *o, struct agent *ag)
 			ta_agent_segments_lend(ag->segments, &lend, o->print);
 		}
 		if (ag->reclaim != NULL) {
-			/* Pressure: a stall of 1% of the interval, or 1 MiB refaulted. */
+			/* Pressure: a stall of 1% of the interval, or 1 MiB refaulted; it holds
+			 * for a second (two rounds at least) after the last. */
 			struct ta_reclaim_config rc = { .step = o->reclaim_step,
 							.psi_us = interval_ms * 10ull,
 							.refaults = 256,
+							.hold = interval_ms >= 500
+								    ? 2
+								    : 1000 / interval_ms,
 							.priorities = o->priorities,
 							.npriorities = o->npriorities };
 			ta_reclaim_round(ag->reclaim, ag->segments, &rc);

@@ -30,7 +30,7 @@ if [ "${1:-}" = --in-guest ]; then
 	failed=0
 	P=/sys/fs/cgroup/bench-rfp
 	: "${PARENT_MIB:=256}" "${HI_MIB:=160}" "${HI_PASSES:=8}"
-	: "${LO_MIB:=160}" "${LO_PASSES:=200}" "${LO_PAUSE_MS:=0}"
+	: "${LO_MIB:=160}" "${LO_PASSES:=600}" "${LO_PAUSE_MS:=0}"
 	echo "bench-reclaim: parent ${PARENT_MIB} MiB; hi ${HI_MIB} MiB x $HI_PASSES passes;" \
 		"lo ${LO_MIB} MiB x $LO_PASSES passes, ${LO_PAUSE_MS} ms pauses; $REPS rounds"
 	if [ ! -r /proc/pressure/memory ] || ! zram_swap; then

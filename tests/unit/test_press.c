@@ -78,6 +78,35 @@ static void test_signals(void)
 	c[0].prev.steered = 1 << 30;
 	expect_eq(ta_press_plan(c, 2, &cfg), 0);
 
+	test_context("pressure lingers for `hold` rounds after the last signal, then ends");
+	struct ta_press_config linger = cfg;
+	linger.hold = 2;
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[0].calm = UINT32_MAX;
+	c[0].now.events = 1;
+	expect_eq(ta_press_plan(c, 2, &linger), 1);
+	expect_eq(c[0].why, TA_PRESS_EVENTS);
+	expect_eq(c[0].calm, 0);
+	c[0].prev = c[0].now; /* quiet rounds from here */
+	expect_eq(ta_press_plan(c, 2, &linger), 1);
+	expect_eq(c[0].why, TA_PRESS_LINGER);
+	expect_eq(c[0].calm, 1);
+	expect_eq(c[1].reclaim, 32 * MiB);
+	expect_eq(ta_press_plan(c, 2, &linger), 0);
+	expect_eq(c[0].why, 0);
+	expect_eq(c[0].calm, 2);
+	test_context("a new signal starts it again; without hold, no lingering");
+	c[0].now.events = 2;
+	expect_eq(ta_press_plan(c, 2, &linger), 1);
+	expect_eq(c[0].calm, 0);
+	c[0].prev = c[0].now;
+	expect_eq(ta_press_plan(c, 2, &cfg), 0);
+	test_context("a cgroup never pressured (calm at its maximum) does not linger");
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[0].calm = UINT32_MAX;
+	expect_eq(ta_press_plan(c, 2, &linger), 0);
+	expect_eq(c[0].calm, UINT32_MAX);
+
 	test_context("first seen: no previous sample, no pressure");
 	c[0] = cg(1, 10, 200 * MiB, 0);
 	c[0].have_prev = false;
