@@ -52,7 +52,8 @@ if [ "${1:-}" = --in-guest ]; then
 		if [ "$mode" = on ]; then
 			set -- --reclaim-for-priority --priority $P/hi=100 --priority $P/lo=0
 		fi
-		"$B/agent/tierallocd" --interval 0.1 "$@" >$W/agent-$mode-$i.out 2>&1 &
+		: >$W/agent-$mode-$i.out # before the agent's shell opens it: the wait reads it
+		"$B/agent/tierallocd" --interval 0.1 "$@" >>$W/agent-$mode-$i.out 2>&1 &
 		agent=$!
 		if ! until_true grep -q "^tierallocd: attached" $W/agent-$mode-$i.out; then
 			echo "bench-reclaim: the agent did not start: $(cat $W/agent-$mode-$i.out)"
@@ -125,12 +126,15 @@ fi
 B=$1
 S=$2
 REPS=${3:-5}
+# The sizes given in the environment go into the guest's.
+envs=
+for v in PARENT_MIB HI_MIB HI_PASSES LO_MIB LO_PASSES LO_PAUSE_MS; do
+	eval "if [ -n \"\${$v:-}\" ]; then envs=\"\$envs --env $v=\$$v\"; fi"
+done
+# shellcheck disable=SC2086 # $envs: one word per option and value, none with a space
 exec "$S/tests/vm/guest-run.sh" --timeout 5400 --module zram \
 	--include "$B/tests/guest/reclaim_work" \
 	--include "$B/agent/tierallocd" \
 	--include "$S/tests/guest/lib.sh" \
-	--include "$S/bench/run-reclaim.sh" \
-	$(for v in PARENT_MIB HI_MIB HI_PASSES LO_MIB LO_PASSES LO_PAUSE_MS; do
-		eval "if [ -n \"\${$v:-}\" ]; then echo --env $v=\$$v; fi"
-	done) \
+	--include "$S/bench/run-reclaim.sh" $envs \
 	-- "$S/bench/run-reclaim.sh" --in-guest "$B" "$REPS" "$S"

@@ -69,7 +69,8 @@ run() {
 		fail pressure.setup "cannot make $P"
 		return 1
 	}
-	"$AGENT" --interval 0.1 --textfile $W/metrics-$mode.prom "$@" >$W/agent-$mode.out 2>&1 &
+	: >$W/agent-$mode.out # before the agent's shell opens it: the wait reads it
+	"$AGENT" --interval 0.1 --textfile $W/metrics-$mode.prom "$@" >>$W/agent-$mode.out 2>&1 &
 	agent=$!
 	until_true grep -q "^tierallocd: attached" $W/agent-$mode.out
 	(echo 0 >$P/lo/cgroup.procs && exec "$RW" 160 0) >$W/lo-$mode.out 2>&1 &
