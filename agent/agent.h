@@ -56,6 +56,70 @@ struct ta_lend_cg {
  * lender keeps reserve bytes of its idle share for its own growth. */
 void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64_t reserve);
 
+/* ---- pressure.c: reclaim for priority (--reclaim-for-priority, seed 001), pure ---- */
+#define TA_PRESS_MAX 256 /* cgroups in one plan */
+/* What one cgroup's control files said at one round; cumulative counters except current, low
+ * and min. */
+struct ta_press_sample {
+	uint64_t current;  /* memory.current */
+	uint64_t low, min; /* memory.low, memory.min: the floor reclaim never goes below */
+	uint64_t psi_us;   /* memory.pressure "some" total, microseconds stalled */
+	uint64_t events;   /* memory.events high + max */
+	uint64_t refaults; /* memory.stat workingset_refault_anon + _file, pages */
+	uint64_t steered;  /* times its segment steered away from the fast tier (0 without one) */
+};
+enum {
+	TA_PRESS_PSI = 1u << 0,	    /* stalled at least psi_us this round */
+	TA_PRESS_EVENTS = 1u << 1,  /* hit memory.high or memory.max */
+	TA_PRESS_REFAULT = 1u << 2, /* refaulted at least `refaults` pages */
+	TA_PRESS_STEERED = 1u << 3, /* its allocations were steered below the fast tier */
+	TA_PRESS_LINGER = 1u << 4,  /* none of those now, but one within the last `hold` rounds */
+};
+struct ta_press_cg {
+	/* In. */
+	uint32_t group;	   /* siblings (children of one parent) share a group */
+	uint32_t priority; /* higher first */
+	bool have_prev;	   /* prev holds the last round's sample */
+	unsigned calm;	   /* in and out: rounds since it was last pressured (0: this one) */
+	struct ta_press_sample prev, now;
+	/* Out. */
+	unsigned why;	  /* TA_PRESS_* when it is pressured, 0 otherwise */
+	uint64_t reclaim; /* bytes to ask its memory.reclaim for this round */
+	int for_whom;	  /* the pressured cgroup it is reclaimed for (index), -1: none */
+};
+struct ta_press_config {
+	uint64_t psi_us;   /* stall per round that counts as pressure */
+	uint64_t refaults; /* refaulted pages per round that count as pressure */
+	uint64_t step;	   /* bytes reclaimed at most per round and pressured group */
+	unsigned hold;	   /* rounds a cgroup stays pressured after its last signal */
+};
+/* One round: which cgroups are pressured, and how much to reclaim of which lower-priority
+ * siblings: within each group, for its highest-priority pressured cgroup, at most step bytes,
+ * lowest priority first (then the one with the most above its floor), none below
+ * max(low, min). Returns the number of cgroups to reclaim from. */
+unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press_config *cfg);
+
+/* ---- reclaim.c: --reclaim-for-priority, the agent's side ---- */
+struct ta_agent_priority;
+struct ta_reclaim_config {
+	uint64_t step;	   /* bytes reclaimed at most per round and pressured parent */
+	uint64_t psi_us;   /* PSI "some" stall per round that counts as pressure */
+	uint64_t refaults; /* refaulted pages per round that count as pressure */
+	unsigned hold;	   /* rounds a cgroup stays pressured after its last signal */
+	const struct ta_agent_priority *priorities; /* the operator's, over TIERALLOC_PRIORITY */
+	unsigned npriorities;
+};
+struct ta_reclaim;
+struct ta_agent_segments;
+/* libcgroup started: NULL with a line in err when it cannot. */
+struct ta_reclaim *ta_reclaim_new(char *err, size_t errlen);
+/* One round: sample, decide (ta_press_plan), write memory.reclaim, say so. set may be NULL. */
+void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
+		      const struct ta_reclaim_config *cfg);
+/* Its counters in Prometheus' text format: 0, or -1 on a write error. */
+int ta_reclaim_metrics(struct ta_reclaim *r, FILE *f);
+void ta_reclaim_free(struct ta_reclaim *r);
+
 /* ---- segments.c ---- */
 /*
  * What a rescan may cost, and what the agent keeps. The segments are their users' files, so any
@@ -143,6 +207,18 @@ void ta_agent_segments_lend_stats(const struct ta_agent_segments *set,
 				  struct ta_agent_lend_stats *out);
 /* Where the nodes' meminfo files are (tests): /sys/devices/system/node by default. */
 void ta_agent_segments_set_node_dir(struct ta_agent_segments *set, const char *dir);
+/* The cgroups of the known segments (with two tiers or more) as their headers name them, for
+ * the reclaim policy: at most max. The path is the segment owner's word; the caller checks it
+ * against cgroup_id. */
+struct ta_agent_cgroup {
+	char path[TA_SHM_PATH_MAX + 1];
+	uint64_t cgroup_id;
+	bool have_priority; /* a lending block: TIERALLOC_PRIORITY */
+	uint32_t priority;
+	uint64_t steered; /* the fast tier's steered_away (times) */
+};
+unsigned ta_agent_segments_cgroups(struct ta_agent_segments *set, struct ta_agent_cgroup *out,
+				   unsigned max);
 /* Whether a known segment belongs to this cgroup. */
 bool ta_agent_segments_has(const struct ta_agent_segments *set, uint64_t cgroup_id);
 void ta_agent_segments_free(struct ta_agent_segments *set);

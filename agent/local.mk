@@ -4,13 +4,14 @@ EXTRA_DIST += agent/tierallocd.service.in
 if HAVE_BPF
 sbin_PROGRAMS = agent/tierallocd
 agent_tierallocd_SOURCES = agent/tierallocd.c agent/agent.h agent/tally.c agent/segments.c \
-	agent/lend.c agent/metrics.c agent/damon.c tools/prom.c tools/prom.h bpf/migrations.h \
+	agent/lend.c agent/pressure.c agent/reclaim.c agent/cgstat.c agent/cgctl.c agent/cgctl.h agent/metrics.c \
+	agent/damon.c tools/prom.c tools/prom.h bpf/migrations.h \
 	src/quota/shm_abi.c src/enforce/heatfile.c src/enforce/heatfile.h
 nodist_agent_tierallocd_SOURCES = bpf/migrations.skel.h
 agent_tierallocd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/bpf -I$(top_srcdir)/bpf \
 	-I$(top_srcdir)/agent -I$(top_srcdir)/tools
-agent_tierallocd_CFLAGS = $(AM_CFLAGS) $(LIBBPF_CFLAGS)
-agent_tierallocd_LDADD = $(LIBBPF_LIBS) -lpthread
+agent_tierallocd_CFLAGS = $(AM_CFLAGS) $(LIBBPF_CFLAGS) $(LIBCGROUP_CFLAGS)
+agent_tierallocd_LDADD = $(LIBBPF_LIBS) $(LIBCGROUP_LIBS) -lpthread
 CLEANFILES += agent/tierallocd.service
 
 # The systemd unit, with the installed paths of the agent and of the README its Documentation=

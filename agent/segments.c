@@ -1294,6 +1294,33 @@ unsigned ta_agent_segments_procs(struct ta_agent_segments *set, struct ta_agent_
 	return n;
 }
 
+unsigned ta_agent_segments_cgroups(struct ta_agent_segments *set, struct ta_agent_cgroup *out,
+				   unsigned max)
+{
+	unsigned n = 0;
+	for (struct segment *s = set->list; s != NULL && n < max; s = s->next) {
+		if (s->cgroup_path[0] == '\0' || s->cgroup_id == 0 || s->ntiers < 2)
+			continue;
+		struct ta_agent_cgroup *c = &out[n];
+		memset(c, 0, sizeof(*c));
+		/* The fast tier's steering: its first record. */
+		char tier[MAX_TIER_SIZE];
+		if (!read_at(set, s->fd, tier, s->tier_size, s->tiers_off))
+			continue;
+		c->steered = atomic_load(&((struct ta_shm_tier *)(void *)tier)->steered_away);
+		struct ta_shm_lend lend;
+		if (s->lend_off != 0 && read_at(set, s->fd, &lend, sizeof(lend), s->lend_off)) {
+			uint32_t prio = atomic_load(&lend.priority);
+			c->have_priority = true;
+			c->priority = prio <= TA_SHM_LEND_PRIORITY_MAX ? prio : 0;
+		}
+		snprintf(c->path, sizeof(c->path), "%s", s->cgroup_path);
+		c->cgroup_id = s->cgroup_id;
+		n++;
+	}
+	return n;
+}
+
 bool ta_agent_segments_has(const struct ta_agent_segments *set, uint64_t cgroup_id)
 {
 	for (const struct segment *s = set->list; s != NULL; s = s->next)

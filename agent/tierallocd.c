@@ -9,7 +9,8 @@
  *
  *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
  *              [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH]
- *              [--access damon|none] [--lend [--lend-reserve SIZE] [--priority CGROUP=N]...]
+ *              [--access damon|none] [--lend [--lend-reserve SIZE]]
+ *              [--reclaim-for-priority [--reclaim-step SIZE]] [--priority CGROUP=N]...
  *              [--btf PATH] [-h|--help] [--version]
  *
  * With --access damon it also monitors the accesses of the processes in the segments' slots
@@ -22,6 +23,10 @@
  * With --lend it lends idle fast-tier shares (issue 15): every interval, a cgroup's share below
  * its usage less the reserve goes to cgroups that want more than theirs, by priority
  * (agent/lend.c), with an expiry the next interval renews (segments.c).
+ *
+ * With --reclaim-for-priority, every interval, a cgroup under memory pressure (PSI, memory.events,
+ * refaults, steering) has its lower-priority siblings reclaimed through memory.reclaim, a step
+ * at a time, never below their memory.low/min (agent/pressure.c decides, agent/reclaim.c acts).
  *
  * main() is parse (getopt_long), load_attach, run and cleanup, the one way out.
  *
@@ -49,6 +54,7 @@
 #include <linux/types.h>
 
 #include "agent.h"
+#include "cgctl.h"
 #include "migrations.skel.h"
 #include "migrations.h"
 
@@ -210,7 +216,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
 		"[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
-		"[--access damon|none] [--lend [--lend-reserve SIZE] [--priority CGROUP=N]...] "
+		"[--access damon|none] [--lend [--lend-reserve SIZE]] "
+		"[--reclaim-for-priority [--reclaim-step SIZE]] [--priority CGROUP=N]... "
 		"[--btf PATH] [-h|--help] [--version]\n"
 		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
 		"                at least 0.05)\n"
@@ -233,17 +240,24 @@ static void usage(FILE *f)
 		"                after the agent stops renewing them\n"
 		"  --lend-reserve SIZE  bytes of an idle share its owner keeps for its own\n"
 		"                growth (default 64M; K, M, G suffixes)\n"
-		"  --priority CGROUP=N  the priority (0-1000) of the cgroup whose segment\n"
-		"                names this path (/sys/fs/cgroup/...); overrides its\n"
-		"                TIERALLOC_PRIORITY (repeatable)\n"
+		"  --reclaim-for-priority  when a cgroup shows memory pressure (PSI,\n"
+		"                memory.events high/max, refaults, steering), reclaim its\n"
+		"                lower-priority siblings (memory.reclaim), never below their\n"
+		"                memory.low/min (cgroup v2)\n"
+		"  --reclaim-step SIZE  bytes reclaimed at most per interval and pressured\n"
+		"                parent (default 32M)\n"
+		"  --priority CGROUP=N  the priority (0-1000) of the cgroup at this path\n"
+		"                (/sys/fs/cgroup/...); overrides its TIERALLOC_PRIORITY\n"
+		"                (repeatable; with --lend or --reclaim-for-priority)\n"
 		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
 		"  --version     print \"tierallocd VERSION\" and exit\n");
 }
 
 struct options {
 	double interval, rescan; /* seconds */
-	bool print, once, stats, metrics_any, damon, lend;
+	bool print, once, stats, metrics_any, damon, lend, reclaim;
 	uint64_t lend_reserve; /* bytes */
+	uint64_t reclaim_step; /* bytes */
 	struct ta_agent_priority priorities[TA_AGENT_MAX_PRIORITIES];
 	unsigned npriorities;
 	const char *btf, *metrics, *textfile;
@@ -313,7 +327,9 @@ static int parse(int argc, char **argv, struct options *o)
 		OPT_ACCESS,
 		OPT_LEND,
 		OPT_LEND_RESERVE,
-		OPT_PRIORITY
+		OPT_PRIORITY,
+		OPT_RECLAIM,
+		OPT_RECLAIM_STEP
 	};
 	static const struct option longopts[] = {
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -331,13 +347,16 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "lend", no_argument, NULL, OPT_LEND },
 		{ "lend-reserve", required_argument, NULL, OPT_LEND_RESERVE },
 		{ "priority", required_argument, NULL, OPT_PRIORITY },
+		{ "reclaim-for-priority", no_argument, NULL, OPT_RECLAIM },
+		{ "reclaim-step", required_argument, NULL, OPT_RECLAIM_STEP },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .interval = 0.25,
 			       .rescan = 2,
 			       .lend_reserve = 64ull << 20,
+			       .reclaim_step = 32ull << 20,
 			       .btf = "/sys/kernel/btf/vmlinux" };
-	bool reserve_given = false;
+	bool reserve_given = false, step_given = false;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
 		switch (c) {
@@ -418,6 +437,19 @@ static int parse(int argc, char **argv, struct options *o)
 			    (struct ta_agent_priority){ optarg, (uint32_t)p };
 			break;
 		}
+		case OPT_RECLAIM:
+			o->reclaim = true;
+			break;
+		case OPT_RECLAIM_STEP:
+			if (parse_size(optarg, &o->reclaim_step) != 0 || o->reclaim_step < 4096) {
+				fprintf(stderr,
+					"tierallocd: bad --reclaim-step \"%s\" (a size of 4K or "
+					"more: 32M, 512K)\n",
+					optarg);
+				return 2;
+			}
+			step_given = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -449,8 +481,19 @@ static int parse(int argc, char **argv, struct options *o)
 		usage(stderr);
 		return 2;
 	}
-	if ((reserve_given || o->npriorities > 0) && !o->lend) {
-		fprintf(stderr, "tierallocd: --lend-reserve or --priority without --lend\n");
+	if (reserve_given && !o->lend) {
+		fprintf(stderr, "tierallocd: --lend-reserve without --lend\n");
+		usage(stderr);
+		return 2;
+	}
+	if (step_given && !o->reclaim) {
+		fprintf(stderr, "tierallocd: --reclaim-step without --reclaim-for-priority\n");
+		usage(stderr);
+		return 2;
+	}
+	if (o->npriorities > 0 && !o->lend && !o->reclaim) {
+		fprintf(stderr,
+			"tierallocd: --priority without --lend or --reclaim-for-priority\n");
 		usage(stderr);
 		return 2;
 	}
@@ -478,15 +521,19 @@ struct agent {
 	struct ring_buffer *alerts;
 	struct alerted alerted;
 	struct ta_metrics_server *metrics;
-	struct ta_damon *damon; /* --access damon, when DAMON could be taken */
-	bool textfile_failed;	/* said once, until a write works again */
+	struct ta_damon *damon;	    /* --access damon, when DAMON could be taken */
+	struct ta_reclaim *reclaim; /* --reclaim-for-priority, when libcgroup started */
+	bool textfile_failed;	    /* said once, until a write works again */
 };
 
 /* The metrics' text (ta_metrics_body): the segments as they are now. */
 static int metrics_text(void *ctx, FILE *f)
 {
 	struct agent *ag = ctx;
-	return ta_agent_segments_metrics(ag->segments, f);
+	int n = ta_agent_segments_metrics(ag->segments, f);
+	if (n >= 0 && ag->reclaim != NULL && ta_reclaim_metrics(ag->reclaim, f) != 0)
+		return -1;
+	return n;
 }
 
 static void write_textfile(const struct options *o, struct agent *ag)
@@ -578,6 +625,19 @@ static int load_attach(const struct options *o, struct agent *ag)
 	if (o->lend)
 		printf("tierallocd: lending idle shares (reserve %llu bytes)\n",
 		       (unsigned long long)o->lend_reserve);
+	if (o->reclaim) {
+		/* Not fatal: the rest of the agent works without it. */
+		char err[300];
+		ag->reclaim = ta_reclaim_new(err, sizeof(err));
+		if (ag->reclaim == NULL)
+			fprintf(stderr, "tierallocd: --reclaim-for-priority: %s; no reclaim\n",
+				err);
+		else
+			printf("tierallocd: reclaim for priority (cgroup v%d at %s, steps of %llu "
+			       "bytes)\n",
+			       ta_cgctl_version(), ta_cgctl_mount(),
+			       (unsigned long long)o->reclaim_step);
+	}
 	if (ag->metrics != NULL)
 		printf("tierallocd: metrics at http://%s/metrics\n",
 		       ta_metrics_address(ag->metrics));
@@ -675,6 +735,19 @@ static void run(const struct options *o, struct agent *ag)
 							     .npriorities = o->npriorities };
 			ta_agent_segments_lend(ag->segments, &lend, o->print);
 		}
+		if (ag->reclaim != NULL) {
+			/* Pressure: a stall of 1% of the interval, or 1 MiB refaulted; it holds
+			 * for a second (two rounds at least) after the last. */
+			struct ta_reclaim_config rc = { .step = o->reclaim_step,
+							.psi_us = interval_ms * 10ull,
+							.refaults = 256,
+							.hold = interval_ms >= 500
+								    ? 2
+								    : 1000 / interval_ms,
+							.priorities = o->priorities,
+							.npriorities = o->npriorities };
+			ta_reclaim_round(ag->reclaim, ag->segments, &rc);
+		}
 		if (o->print)
 			print_counts(ag->counts, n);
 		if (o->stats)
@@ -693,6 +766,7 @@ static void run(const struct options *o, struct agent *ag)
 static void cleanup(struct agent *ag)
 {
 	ta_damon_stop(ag->damon);
+	ta_reclaim_free(ag->reclaim);
 	ta_metrics_free(ag->metrics);
 	ring_buffer__free(ag->alerts);
 	if (ag->skel != NULL)

@@ -83,3 +83,13 @@ bench-lending: tests/guest/enforce_work$(EXEEXT) tests/quota/shm_peek$(EXEEXT) $
 	$(SHELL) $(top_srcdir)/bench/run-lending.sh $(abs_top_builddir) $(abs_top_srcdir) \
 		$${BENCH_REPS:-3}
 .PHONY: bench-lending
+
+# Reclaim for priority (issue 17 policy 1, seed 001): completion times of a pressured job and a
+# harvested one sharing a parent's memory.max, with tierallocd --reclaim-for-priority and
+# without, in the QEMU guest (`make bench-reclaim`; BENCH_REPS rounds, default 5; the sizes
+# through PARENT_MIB, HI_MIB, HI_PASSES, LO_MIB, LO_PASSES, LO_PAUSE_MS). Needs the agent.
+EXTRA_DIST += bench/run-reclaim.sh
+bench-reclaim: tests/guest/reclaim_work$(EXEEXT) $(sbin_PROGRAMS)
+	$(SHELL) $(top_srcdir)/bench/run-reclaim.sh $(abs_top_builddir) $(abs_top_srcdir) \
+		$${BENCH_REPS:-5}
+.PHONY: bench-reclaim

@@ -34,7 +34,12 @@ done
 # usage, on stderr. -i is no short option (only --interval is).
 for bad in "--nosuch:unknown option --nosuch" "-x:unknown option -x" "-i:unknown option -i" \
 	"--interval:--interval needs a value" "--btf:--btf needs a value" \
-	"--print=1:--print takes no value" "extra:unexpected argument \"extra\""; do
+	"--print=1:--print takes no value" "extra:unexpected argument \"extra\"" \
+	"--reclaim-for-priority=1:--reclaim-for-priority takes no value" \
+	"--reclaim-step:--reclaim-step needs a value" \
+	"--reclaim-step 8M:--reclaim-step without --reclaim-for-priority" \
+	"--priority /sys/fs/cgroup/a=1:--priority without --lend or --reclaim-for-priority" \
+	"--lend-reserve 8M:--lend-reserve without --lend"; do
 	rc=0
 	"$AGENT" ${bad%%:*} >"$TA_WORK/bad.out" 2>"$TA_WORK/bad.err" || rc=$?
 	[[ $rc == 2 ]] || ta_fail "${bad%%:*}: exit status $rc, want 2"
@@ -46,6 +51,13 @@ for bad in "--nosuch:unknown option --nosuch" "-x:unknown option -x" "-i:unknown
 		ta_fail "${bad%%:*}: more than one error line"
 	[[ ! -s $TA_WORK/bad.out ]] || ta_fail "${bad%%:*}: wrote to stdout"
 done
+
+# A bad value: exit 2 and one line saying what a good one is.
+rc=0
+"$AGENT" --reclaim-for-priority --reclaim-step 1K >"$TA_WORK/bad.out" 2>"$TA_WORK/bad.err" || rc=$?
+[[ $rc == 2 ]] || ta_fail "--reclaim-step 1K: exit status $rc, want 2"
+[[ $(cat "$TA_WORK/bad.err") == 'tierallocd: bad --reclaim-step "1K" (a size of 4K or more: 32M, 512K)' ]] ||
+	ta_fail "--reclaim-step 1K: said \"$(cat "$TA_WORK/bad.err")\""
 
 echo "== without root"
 if command -v setpriv >/dev/null && [[ $(id -u) == 0 ]]; then

@@ -186,12 +186,9 @@ reclaimed_enough() {
 
 reclaim_test() {
 	test=enforce.reclaim
-	if ! grep -q zram0 /proc/swaps; then
-		if ! { echo 512M >/sys/block/zram0/disksize && mkswap /dev/zram0 >/dev/null &&
-			swapon /dev/zram0; }; then
-			fail $test "cannot set up zram swap (is the zram module in the guest?)"
-			return
-		fi
+	if ! zram_swap; then
+		fail $test "cannot set up zram swap (is the zram module in the guest?)"
+		return
 	fi
 	cg_new te-reclaim max
 	if ! work_start reclaim 3 "$cg" 160M 64K 0 "TIERALLOC_TIER_LIMITS=0.high=32M;1.high=32M"; then

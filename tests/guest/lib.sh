@@ -34,6 +34,13 @@ cg_new() {
 	cg_id=$(stat -c %i "$cg")
 }
 
+# zram_swap: a 512 MiB zram swap device (the guest has no disk), once per boot; 1 when it cannot
+# be set up (guest-run.sh needs --module zram).
+zram_swap() {
+	grep -q zram0 /proc/swaps && return 0
+	echo 512M >/sys/block/zram0/disksize && mkswap /dev/zram0 >/dev/null && swapon /dev/zram0
+}
+
 # kv LINE KEY: the value of KEY in a "key=value ..." line.
 kv() { echo "$1" | sed -n "s/^\(.* \)\{0,1\}$2=\([^ ]*\).*/\2/p"; }
 

@@ -8,6 +8,9 @@ tests_guest_enforce_work_SOURCES = tests/guest/enforce_work.c tests/lib/size_arg
 tests_guest_enforce_work_LDADD = -lpthread $(DL_LIBS)
 check_PROGRAMS += tests/guest/promote_work
 tests_guest_promote_work_SOURCES = tests/guest/promote_work.c
+# The working sets of reclaim for priority (pressure.sh, bench/run-reclaim.sh).
+check_PROGRAMS += tests/guest/reclaim_work
+tests_guest_reclaim_work_SOURCES = tests/guest/reclaim_work.c
 # Which sources of access information the guest kernel offers (sources.sh).
 check_PROGRAMS += tests/guest/access_sources
 tests_guest_access_sources_SOURCES = tests/guest/access_sources.c
@@ -15,7 +18,7 @@ tests_guest_access_sources_LDADD = -lpthread
 EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests/guest/enforce.sh \
 	tests/guest/plots.sh \
 	tests/guest/hotness.sh tests/guest/access_agent.sh tests/guest/lending.sh \
-	tests/guest/agent.sh tests/guest/footprint.sh tests/guest/sources.sh
+	tests/guest/agent.sh tests/guest/footprint.sh tests/guest/sources.sh tests/guest/pressure.sh
 
 # The agent goes into the guest when it was built (its test says SKIP otherwise).
 if HAVE_BPF
@@ -40,6 +43,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		--include $(abs_top_builddir)/tests/guest/placement \
 		--include $(abs_top_builddir)/tests/guest/enforce_work \
 		--include $(abs_top_builddir)/tests/guest/promote_work $(GUEST_AGENT) \
+		--include $(abs_top_builddir)/tests/guest/reclaim_work \
 		--include $(abs_top_builddir)/tests/guest/access_sources \
 		--include $(abs_top_builddir)/tests/unit/test_access_agent \
 		--include $(abs_top_builddir)/tests/quota/quota_hog \
@@ -52,6 +56,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		--include $(abs_top_srcdir)/tests/guest/hotness.sh \
 		--include $(abs_top_srcdir)/tests/guest/access_agent.sh \
 		--include $(abs_top_srcdir)/tests/guest/lending.sh \
+		--include $(abs_top_srcdir)/tests/guest/pressure.sh \
 		--include $(abs_top_srcdir)/tests/guest/agent.sh \
 		--include $(abs_top_srcdir)/tests/guest/footprint.sh \
 		--include $(abs_top_srcdir)/tests/guest/sources.sh \

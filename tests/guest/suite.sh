@@ -118,4 +118,7 @@ sh "$S/tests/guest/hotness.sh" "$B" "$S" || failed=1
 sh "$S/tests/guest/access_agent.sh" "$B" "$S" || failed=1
 # 11. Lending of idle fast-tier shares (issue 15): the agent lends, takes back, loans lapse.
 sh "$S/tests/guest/lending.sh" "$B" "$S" || failed=1
+# 12. Reclaim for priority (issue 17 policy 1): a pressured container's lower-priority sibling is
+# reclaimed, never below its memory.low.
+sh "$S/tests/guest/pressure.sh" "$B" "$S" || failed=1
 exit $failed

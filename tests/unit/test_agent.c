@@ -587,8 +587,30 @@ static void test_lend_round(void)
 	expect_gt(atomic_load(&lend_of(b)->expires_ns), t0);
 	expect_eq(atomic_load(&lend_of(b)->agent_pid), (uint64_t)getpid());
 
-	test_context("lend round 2: B steered away: A's idle share less the reserve");
+	test_context("reclaim for priority: the segments' cgroups, priorities and fast-tier "
+		     "steering");
 	poke64(b, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 5);
+	uint32_t seven = 7;
+	poke(b, TA_SHM_LEND_OFF + offsetof(struct ta_shm_lend, priority), &seven, sizeof(seven));
+	struct ta_agent_cgroup cgs[4];
+	expect_eq(ta_agent_segments_cgroups(set, cgs, 4), 2);
+	expect_eq(ta_agent_segments_cgroups(set, cgs, 1), 1);
+	expect_eq(ta_agent_segments_cgroups(set, cgs, 4), 2);
+	for (unsigned i = 0; i < 2; i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "/sys/fs/cgroup/ta-%llu",
+			 (unsigned long long)cgs[i].cgroup_id);
+		expect_str_eq(cgs[i].path, want);
+		expect_true(cgs[i].have_priority);
+		expect_true(cgs[i].cgroup_id == CG + 1 || cgs[i].cgroup_id == CG + 2);
+		bool is_b = cgs[i].cgroup_id == CG + 2;
+		expect_eq(cgs[i].steered, is_b ? 5 : 0);
+		expect_eq(cgs[i].priority, is_b ? 7 : 0);
+	}
+	seven = 0;
+	poke(b, TA_SHM_LEND_OFF + offsetof(struct ta_shm_lend, priority), &seven, sizeof(seven));
+
+	test_context("lend round 2: B steered away: A's idle share less the reserve");
 	ta_agent_segments_lend(set, &cfg, false);
 	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 186 * MiB);
 	expect_eq(atomic_load(&lend_of(a)->tier[0].lent), 186 * MiB);

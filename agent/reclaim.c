@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tierallocd --reclaim-for-priority (issue 17 policy 1, seed 001): each round, the cgroups with
+ * a priority (the operator's --priority paths, and the segments' cgroups with their
+ * TIERALLOC_PRIORITY) are sampled through libcgroup (cgctl.c), ta_press_plan (pressure.c)
+ * decides, and the lower-priority siblings of a pressured cgroup get memory.reclaim writes of at
+ * most a step each round. Every decision is a line on stdout and a counter in the metrics.
+ *
+ * The writes run on a thread of their own (the seed's bpf_wq plays that part): a memory.reclaim
+ * write returns only once the kernel reclaimed it all or gave up, which took 2 to 20 s in the
+ * guest for 32 MiB of a cgroup that kept refaulting them, and the loop must go on meanwhile. A
+ * victim has one request at a time, written in chunks of CHUNK bytes: Linux 6.1 reclaims a whole
+ * write before it looks for a signal, so chunks are what keeps a request stoppable. A request is
+ * dropped between chunks when a round no longer asks for it (the pressure went away) or the
+ * agent stops.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "agent.h"
+#include "cgctl.h"
+
+#define MiB (1024.0 * 1024.0)
+
+struct entry {
+	char path[TA_SHM_PATH_MAX + 1];
+	uint32_t priority;
+	bool have_prev, seen;
+	struct ta_press_sample prev;
+	unsigned calm; /* rounds since it was last pressured */
+	/* Counters, since the agent started. */
+	uint64_t pressured_rounds; /* rounds it was pressured */
+	uint64_t requests;	   /* memory.reclaim writes to it */
+	uint64_t requested;	   /* bytes they asked for */
+	uint64_t short_writes;	   /* writes the kernel could not fill (EAGAIN) */
+	uint64_t reclaimed;	   /* its memory.current's drop across the writes */
+	uint64_t dropped;	   /* requests dropped before their end (pressure gone) */
+	bool queued;		   /* a request to it is queued or under way */
+	bool wanted;		   /* the last round asked to reclaim it */
+};
+
+/* A write to one victim, for the worker. */
+struct job {
+	char path[TA_SHM_PATH_MAX + 1];
+	uint64_t bytes, before;
+};
+
+#define CHUNK (2ull << 20)
+
+struct ta_reclaim {
+	unsigned n;
+	bool can_write; /* cgroup v2: memory.reclaim */
+	bool said_no_reclaim;
+	struct entry e[TA_PRESS_MAX];
+	struct ta_press_cg cg[TA_PRESS_MAX];
+	struct ta_agent_cgroup segs[TA_PRESS_MAX];
+	uint64_t rounds, decisions;
+	/* The worker: jobs[head..head+njobs) in a ring; everything above is under lock, but for
+	 * the writes themselves. */
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	pthread_t worker;
+	bool have_worker, stopping;
+	unsigned head, njobs;
+	struct job jobs[TA_PRESS_MAX];
+};
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct entry *find(struct ta_reclaim *r, const char *path)
+{
+	for (unsigned i = 0; i < r->n; i++)
+		if (strcmp(r->e[i].path, path) == 0)
+			return &r->e[i];
+	return NULL;
+}
+
+static void *work(void *arg)
+{
+	struct ta_reclaim *r = arg;
+	pthread_mutex_lock(&r->lock);
+	for (;;) {
+		while (r->njobs == 0 && !r->stopping)
+			pthread_cond_wait(&r->wake, &r->lock);
+		if (r->stopping)
+			break;
+		struct job j = r->jobs[r->head];
+		r->head = (r->head + 1) % TA_PRESS_MAX;
+		r->njobs--;
+		uint64_t t0 = mono_ns(), done = 0;
+		int rc = 0, err = 0;
+		bool dropped = false;
+		while (done < j.bytes && rc == 0) {
+			struct entry *e = find(r, j.path);
+			if (r->stopping || e == NULL || !e->wanted) {
+				dropped = true;
+				break;
+			}
+			uint64_t chunk = j.bytes - done < CHUNK ? j.bytes - done : CHUNK;
+			pthread_mutex_unlock(&r->lock);
+			rc = ta_cgctl_reclaim(j.path, chunk);
+			err = errno;
+			pthread_mutex_lock(&r->lock);
+			done += chunk;
+		}
+		pthread_mutex_unlock(&r->lock);
+		uint64_t took = mono_ns() - t0;
+		struct ta_press_sample after;
+		uint64_t got = 0;
+		if (ta_cgctl_sample(j.path, &after) != 0 && after.current < j.before)
+			got = j.before - after.current;
+		printf("tierallocd: reclaim: %s: %.1f of %.1f MiB written, %.1f MiB freed in %llu "
+		       "ms%s%s\n",
+		       j.path, done / MiB, j.bytes / MiB, got / MiB,
+		       (unsigned long long)(took / 1000000), rc != 0 ? ", " : "",
+		       rc != 0	 ? strerror(err)
+		       : dropped ? ", dropped: no longer asked"
+				 : "");
+		fflush(stdout);
+		pthread_mutex_lock(&r->lock);
+		struct entry *e = find(r, j.path);
+		if (e != NULL) {
+			e->queued = false;
+			e->reclaimed += got;
+			e->short_writes += rc != 0;
+			e->dropped += dropped;
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+struct ta_reclaim *ta_reclaim_new(char *err, size_t errlen)
+{
+	if (ta_cgctl_init(err, errlen) != 0)
+		return NULL;
+	struct ta_reclaim *r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	r->can_write = ta_cgctl_version() == 2;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->wake, NULL);
+	if (r->can_write && pthread_create(&r->worker, NULL, work, r) != 0) {
+		snprintf(err, errlen, "cannot start its thread (%s)", strerror(errno));
+		free(r);
+		return NULL;
+	}
+	r->have_worker = r->can_write;
+	return r;
+}
+
+void ta_reclaim_free(struct ta_reclaim *r)
+{
+	if (r == NULL)
+		return;
+	if (r->have_worker) {
+		pthread_mutex_lock(&r->lock);
+		r->stopping = true;
+		pthread_cond_signal(&r->wake);
+		pthread_mutex_unlock(&r->lock);
+		pthread_join(r->worker, NULL);
+	}
+	free(r);
+}
+
+static struct entry *entry_of(struct ta_reclaim *r, const char *path)
+{
+	struct entry *known = find(r, path);
+	if (known != NULL)
+		return known;
+	if (r->n == TA_PRESS_MAX)
+		return NULL;
+	struct entry *e = &r->e[r->n++];
+	memset(e, 0, sizeof(*e));
+	snprintf(e->path, sizeof(e->path), "%s", path);
+	e->calm = UINT32_MAX;
+	return e;
+}
+
+/* A segment's cgroup path is its owner's word: kept only when that directory is the cgroup the
+ * segment belongs to (a v2 cgroup's id is its directory's inode). */
+static bool path_is(const char *path, uint64_t cgroup_id)
+{
+	struct stat st;
+	return strncmp(path, "/sys/fs/cgroup/", 15) == 0 && stat(path, &st) == 0 &&
+	       S_ISDIR(st.st_mode) && (uint64_t)st.st_ino == cgroup_id;
+}
+
+static void why_text(unsigned why, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s%s%s%s", why & TA_PRESS_PSI ? " psi" : "",
+		 why & TA_PRESS_EVENTS ? " events" : "", why & TA_PRESS_REFAULT ? " refaults" : "",
+		 why & TA_PRESS_STEERED ? " steered" : "", why & TA_PRESS_LINGER ? " lately" : "");
+}
+
+void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
+		      const struct ta_reclaim_config *cfg)
+{
+	pthread_mutex_lock(&r->lock);
+	r->rounds++;
+	for (unsigned i = 0; i < r->n; i++)
+		r->e[i].seen = false;
+	/* The operator's paths first: their priority is the one kept. */
+	for (unsigned q = 0; q < cfg->npriorities; q++) {
+		struct entry *e = entry_of(r, cfg->priorities[q].cgroup);
+		if (e != NULL && !e->seen) {
+			e->seen = true;
+			e->priority = cfg->priorities[q].priority;
+		}
+	}
+	unsigned nseg = set != NULL && ta_cgctl_version() == 2
+			    ? ta_agent_segments_cgroups(set, r->segs, TA_PRESS_MAX)
+			    : 0;
+	uint64_t steered[TA_PRESS_MAX] = { 0 };
+	for (unsigned s = 0; s < nseg; s++) {
+		if (!path_is(r->segs[s].path, r->segs[s].cgroup_id))
+			continue;
+		struct entry *e = entry_of(r, r->segs[s].path);
+		if (e == NULL)
+			continue;
+		steered[e - r->e] = r->segs[s].steered;
+		if (!e->seen) {
+			e->seen = true;
+			e->priority = r->segs[s].have_priority ? r->segs[s].priority : 0;
+		}
+	}
+	/* Those no longer named are forgotten (but while a write to them is queued). */
+	unsigned kept = 0;
+	for (unsigned i = 0; i < r->n; i++)
+		if (r->e[i].seen || r->e[i].queued) {
+			steered[kept] = steered[i];
+			r->e[kept++] = r->e[i];
+		}
+	r->n = kept;
+	unsigned n = 0;
+	int idx[TA_PRESS_MAX];
+	for (unsigned i = 0; i < r->n; i++) {
+		struct entry *e = &r->e[i];
+		struct ta_press_cg *c = &r->cg[n];
+		memset(c, 0, sizeof(*c));
+		if (ta_cgctl_sample(e->path, &c->now) == 0) {
+			e->have_prev = false; /* gone, or not a memory cgroup (yet) */
+			continue;
+		}
+		c->now.steered = steered[i];
+		c->priority = e->priority;
+		c->have_prev = e->have_prev;
+		c->prev = e->prev;
+		c->calm = e->calm;
+		/* Siblings: the same parent directory, numbered by its first child. */
+		const char *slash = strrchr(e->path, '/');
+		size_t plen = slash != NULL ? (size_t)(slash - e->path) : 0;
+		c->group = (uint32_t)n;
+		for (unsigned j = 0; j < n; j++) {
+			const char *p = r->e[idx[j]].path;
+			const char *ps = strrchr(p, '/');
+			if (ps != NULL && (size_t)(ps - p) == plen &&
+			    strncmp(p, e->path, plen) == 0) {
+				c->group = r->cg[j].group;
+				break;
+			}
+		}
+		idx[n++] = (int)i;
+	}
+	struct ta_press_config pc = { .psi_us = cfg->psi_us,
+				      .refaults = cfg->refaults,
+				      .step = cfg->step,
+				      .hold = cfg->hold };
+	ta_press_plan(r->cg, n, &pc);
+	for (unsigned j = 0; j < n; j++) {
+		struct entry *e = &r->e[idx[j]];
+		struct ta_press_cg *c = &r->cg[j];
+		e->prev = c->now;
+		e->have_prev = true;
+		e->calm = c->calm;
+		if (c->why != 0)
+			e->pressured_rounds++;
+		e->wanted = c->reclaim > 0;
+		if (c->reclaim == 0)
+			continue;
+		const struct entry *hi = &r->e[idx[c->for_whom]];
+		char why[64];
+		why_text(r->cg[c->for_whom].why, why, sizeof(why));
+		r->decisions++;
+		if (!r->can_write) {
+			if (!r->said_no_reclaim)
+				printf("tierallocd: reclaim: %s is pressured, but cgroup v1 has no "
+				       "memory.reclaim: nothing is reclaimed\n",
+				       hi->path);
+			r->said_no_reclaim = true;
+			continue;
+		}
+		uint64_t floor = c->now.low > c->now.min ? c->now.low : c->now.min;
+		/* One write at a time per victim: the next round asks again if it must. */
+		if (e->queued || r->njobs == TA_PRESS_MAX)
+			continue;
+		printf("tierallocd: reclaim: %s (priority %u) pressured (%s) -> %s (priority %u, "
+		       "%.1f MiB, floor %.1f MiB): asking %.1f MiB\n",
+		       hi->path, hi->priority, why + 1, e->path, e->priority, c->now.current / MiB,
+		       floor / MiB, c->reclaim / MiB);
+		struct job *job = &r->jobs[(r->head + r->njobs++) % TA_PRESS_MAX];
+		size_t plen = strlen(e->path);
+		memcpy(job->path, e->path, plen + 1);
+		job->bytes = c->reclaim;
+		job->before = c->now.current;
+		e->queued = true;
+		e->requests++;
+		e->requested += c->reclaim;
+		pthread_cond_signal(&r->wake);
+	}
+	fflush(stdout);
+	pthread_mutex_unlock(&r->lock);
+}
+
+static int metrics(const struct ta_reclaim *r, FILE *f)
+{
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} m[] = {
+		{ "tieralloc_agent_reclaim_pressured_rounds_total",
+		  "Rounds of tierallocd --reclaim-for-priority in which the cgroup was pressured.",
+		  offsetof(struct entry, pressured_rounds) },
+		{ "tieralloc_agent_reclaim_requests_total",
+		  "Reclaim requests tierallocd made of the cgroup for a higher priority.",
+		  offsetof(struct entry, requests) },
+		{ "tieralloc_agent_reclaim_requested_bytes_total",
+		  "Bytes those requests asked for.", offsetof(struct entry, requested) },
+		{ "tieralloc_agent_reclaim_short_total",
+		  "Requests ended by a memory.reclaim write the kernel could not fill (EAGAIN).",
+		  offsetof(struct entry, short_writes) },
+		{ "tieralloc_agent_reclaim_dropped_total",
+		  "Requests dropped before their end: a round no longer asked for them.",
+		  offsetof(struct entry, dropped) },
+		{ "tieralloc_agent_reclaim_freed_bytes_total",
+		  "The drop of the cgroup's memory.current across those writes.",
+		  offsetof(struct entry, reclaimed) },
+	};
+	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+		if (fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", m[k].name, m[k].help,
+			    m[k].name) < 0)
+			return -1;
+		for (unsigned i = 0; i < r->n; i++) {
+			uint64_t v =
+			    *(const uint64_t *)(const void *)((const char *)&r->e[i] + m[k].off);
+			if (fprintf(f, "%s{cgroup=\"", m[k].name) < 0)
+				return -1;
+			/* Label values escape backslash, quote and newline. */
+			for (const char *p = r->e[i].path; *p != '\0'; p++)
+				if (fprintf(f,
+					    *p == '\\' || *p == '"' ? "\\%c"
+					    : *p == '\n'	    ? "\\n"
+								    : "%c",
+					    *p) < 0)
+					return -1;
+			if (fprintf(f, "\",priority=\"%u\"} %llu\n", r->e[i].priority,
+				    (unsigned long long)v) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+int ta_reclaim_metrics(struct ta_reclaim *r, FILE *f)
+{
+	pthread_mutex_lock(&r->lock);
+	int rc = metrics(r, f);
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}

@@ -1,0 +1,140 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Driver of `make bench-reclaim`: seed 001's experiment for tierallocd --reclaim-for-priority
+# (issue 17 policy 1), in the QEMU guest of the tests (cgroup v2, zram swap, PSI, root, the
+# agent). The guest's CPU is emulated (TCG): reclaim and swap there are far slower than on a
+# real machine, so compare on and off, not machines.
+#
+# One run: a parent with memory.max PARENT_MIB and two children. lo (priority 0) is the
+# harvested job: it maps LO_MIB and cycles over it LO_PASSES times, pausing LO_PAUSE_MS after
+# each pass; once it is filled, hi (priority 100), the pressured one, maps HI_MIB and cycles over
+# it HI_PASSES times without pausing. Together they need more than the parent holds. Each job's
+# completion time is its own (reclaim_work's "done seconds", from its start); every word of both
+# is checked. "off" runs the agent without --reclaim-for-priority, "on" with it (--interval
+# 0.1, the default step); a round is one run of each, in alternating order.
+#
+# Usage: run-reclaim.sh BUILDDIR SRCDIR [REPS]   (REPS rounds; default 5)
+# Prints each run, then per mode the medians, minimums and maximums of both completion times,
+# next to the seed's medians.
+set -eu
+if [ "${1:-}" = --in-guest ]; then
+	set +u # lib.sh's helpers read variables they set through eval
+	B=$2
+	REPS=$3
+	# shellcheck source=tests/guest/lib.sh
+	. "$4/tests/guest/lib.sh"
+	W=/tmp/reclaim-bench
+	rm -rf $W
+	mkdir -p $W
+	failed=0
+	P=/sys/fs/cgroup/bench-rfp
+	: "${PARENT_MIB:=256}" "${HI_MIB:=160}" "${HI_PASSES:=8}"
+	: "${LO_MIB:=160}" "${LO_PASSES:=600}" "${LO_PAUSE_MS:=0}"
+	echo "bench-reclaim: parent ${PARENT_MIB} MiB; hi ${HI_MIB} MiB x $HI_PASSES passes;" \
+		"lo ${LO_MIB} MiB x $LO_PASSES passes, ${LO_PAUSE_MS} ms pauses; $REPS rounds"
+	if [ ! -r /proc/pressure/memory ] || ! zram_swap; then
+		echo "bench-reclaim: needs PSI and zram swap in the guest"
+		exit 1
+	fi
+	out=$W/runs.txt
+	: >$out
+	# run MODE I: one run with the policy "on" or "off"; a line of key=value into $out.
+	run() {
+		for d in $P/hi $P/lo $P; do
+			[ -d $d ] && rmdir $d
+		done
+		mkdir $P && echo +memory >$P/cgroup.subtree_control &&
+			echo "${PARENT_MIB}M" >$P/memory.max && mkdir $P/hi $P/lo
+		mode=$1
+		i=$2
+		shift 2
+		if [ "$mode" = on ]; then
+			set -- --reclaim-for-priority --priority $P/hi=100 --priority $P/lo=0
+		fi
+		: >$W/agent-$mode-$i.out # before the agent's shell opens it: the wait reads it
+		"$B/agent/tierallocd" --interval 0.1 "$@" >>$W/agent-$mode-$i.out 2>&1 &
+		agent=$!
+		if ! until_true grep -q "^tierallocd: attached" $W/agent-$mode-$i.out; then
+			echo "bench-reclaim: the agent did not start: $(cat $W/agent-$mode-$i.out)"
+			exit 1
+		fi
+		(echo 0 >$P/lo/cgroup.procs &&
+			exec "$B/tests/guest/reclaim_work" "$LO_MIB" "$LO_PASSES" "$LO_PAUSE_MS") \
+			>$W/lo.out 2>&1 &
+		lo=$!
+		until_true grep -q "^filled" $W/lo.out
+		(echo 0 >$P/hi/cgroup.procs &&
+			exec "$B/tests/guest/reclaim_work" "$HI_MIB" "$HI_PASSES") >$W/hi.out 2>&1
+		hi_rc=$?
+		wait $lo
+		lo_rc=$?
+		kill -TERM $agent
+		wait $agent || true
+		hi_s=$(kv "$(tail -1 $W/hi.out)" seconds)
+		lo_s=$(kv "$(tail -1 $W/lo.out)" seconds)
+		asks=$(grep -c ": asking " $W/agent-$mode-$i.out || true)
+		line="mode=$mode round=$i hi_s=${hi_s:-n/a} lo_s=${lo_s:-n/a} asks=$asks"
+		if [ $hi_rc != 0 ] || [ $lo_rc != 0 ]; then
+			line="$line FAILED: hi $(tail -1 $W/hi.out), lo $(tail -1 $W/lo.out)"
+			failed=1
+		fi
+		echo "$line" | tee -a $out
+		# The agent's decisions and writes, indented under the run.
+		grep "reclaim: " $W/agent-$mode-$i.out | sed 's/^tierallocd: reclaim: /    /' || true
+	}
+	r=1
+	while [ $r -le "$REPS" ]; do
+		if [ $((r % 2)) = 1 ]; then
+			run off $r
+			run on $r
+		else
+			run on $r
+			run off $r
+		fi
+		r=$((r + 1))
+	done
+	echo
+	awk '
+	function stats(list,   a, n, i, j, t) {
+		n = split(list, a, " ")
+		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+		med = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		return sprintf("median %6.2f  min %6.2f  max %6.2f  (n=%d)", med, a[1], a[n], n)
+	}
+	function median(list,   a, n, i, j, t) {
+		n = split(list, a, " ")
+		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+	}
+	/FAILED/ { next }
+	{
+		for (f = 1; f <= NF; f++) { split($f, kv, "="); v[kv[1]] = kv[2] }
+		hi[v["mode"]] = hi[v["mode"]] " " v["hi_s"]
+		lo[v["mode"]] = lo[v["mode"]] " " v["lo_s"]
+	}
+	END {
+		printf "pressured job (hi), s:   off %s\n", stats(hi["off"])
+		printf "                         on  %s\n", stats(hi["on"])
+		printf "harvested job (lo), s:   off %s\n", stats(lo["off"])
+		printf "                         on  %s\n", stats(lo["on"])
+		printf "hi: %.2fx faster with the policy (medians); the seed: 12.0 s -> 2.1 s, 5.7x\n", median(hi["off"]) / median(hi["on"])
+		printf "lo: %.2fx faster with the policy (medians); the seed:  9.7 s -> 5.1 s, 1.9x\n", median(lo["off"]) / median(lo["on"])
+	}' $out
+	exit $failed
+fi
+B=$1
+S=$2
+REPS=${3:-5}
+# The sizes given in the environment go into the guest's.
+envs=
+for v in PARENT_MIB HI_MIB HI_PASSES LO_MIB LO_PASSES LO_PAUSE_MS; do
+	eval "if [ -n \"\${$v:-}\" ]; then envs=\"\$envs --env $v=\$$v\"; fi"
+done
+# shellcheck disable=SC2086 # $envs: one word per option and value, none with a space
+exec "$S/tests/vm/guest-run.sh" --timeout 5400 --module zram \
+	--include "$B/tests/guest/reclaim_work" \
+	--include "$B/agent/tierallocd" \
+	--include "$S/tests/guest/lib.sh" \
+	--include "$S/bench/run-reclaim.sh" $envs \
+	-- "$S/bench/run-reclaim.sh" --in-guest "$B" "$REPS" "$S"

@@ -1,0 +1,161 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# Reclaim for priority (issue 17 policy 1, seed 001): tierallocd --reclaim-for-priority in the
+# guest, zram swap, PSI. Run by suite.sh as root, busybox sh, when the agent was built.
+# Usage: pressure.sh BUILDDIR SRCDIR. Prints "PASS name" / "FAIL name: why"; exit 1 on failure.
+#
+# A parent with memory.max 256M and two children: lo (memory.low 64M) cycles over 160 MiB until
+# stopped; once it is filled, hi cycles over 160 MiB for HI_PASSES passes (reclaim_work): more
+# than the parent holds, so both refault from swap unless lo gives way. Each mode runs the agent
+# (--interval 0.1, --textfile):
+#   pressure.psi      the kernel has PSI (/proc/pressure/memory and the cgroups' memory.pressure)
+#   pressure.off      without --reclaim-for-priority: no reclaim line in the agent's output and
+#                     no reclaim counter in its metrics
+#   pressure.quiet    with it (--priority hi=100, lo=0): while lo runs alone (no pressure), for
+#                     20 rounds: no reclaim
+#   pressure.reclaim  with it, hi running: the agent reclaims lo for hi (its lines, and its
+#                     counters: lo's requests above 0, hi's 0), and hi's memory.peak reaches its
+#                     working set (within 8 MiB)
+#   pressure.floor    no ask exceeds lo's memory.current less its floor (each line says both),
+#                     and lo's memory.current, read every 0.1 s, never falls more than 4 MiB
+#                     (the kernel's per-CPU charge batches) below its memory.low
+#   pressure.data     every word of hi and lo is intact in both modes (reclaim_work's checks)
+# Completion times are printed, not judged (bench/run-reclaim.sh measures them).
+B=$1
+# shellcheck source=tests/guest/lib.sh
+. "$2/tests/guest/lib.sh"
+AGENT=$B/agent/tierallocd
+RW=$B/tests/guest/reclaim_work
+W=/tmp/pressure
+P=/sys/fs/cgroup/ta-press
+HI_PASSES=${HI_PASSES:-8}
+LOW=$((64 * M))
+failed=0
+
+if [ ! -x "$AGENT" ]; then
+	echo "SKIP pressure: tierallocd was not built (no clang, bpftool, libbpf or libcgroup)"
+	exit 0
+fi
+rm -rf $W
+mkdir -p $W
+
+if [ -r /proc/pressure/memory ]; then
+	pass pressure.psi
+else
+	fail pressure.psi "no /proc/pressure/memory (a kernel without PSI, or booted with psi=0)"
+	exit 1
+fi
+if ! zram_swap; then
+	fail pressure.setup "cannot set up zram swap (is the zram module in the guest?)"
+	exit 1
+fi
+
+parent_new() {
+	for d in $P/hi $P/lo $P; do
+		[ -d $d ] && rmdir $d
+	done
+	mkdir $P && echo +memory >$P/cgroup.subtree_control && echo 256M >$P/memory.max &&
+		mkdir $P/hi $P/lo && echo $LOW >$P/lo/memory.low
+}
+
+# lo_min: the smallest memory.current of lo that the sampler saw.
+lo_min() { sort -n $W/lo-current | head -1; }
+
+# run MODE AGENT_ARGS...: the agent, lo, hi; results in $W/*-MODE.*
+run() {
+	mode=$1
+	shift
+	parent_new || {
+		fail pressure.setup "cannot make $P"
+		return 1
+	}
+	: >$W/agent-$mode.out # before the agent's shell opens it: the wait reads it
+	"$AGENT" --interval 0.1 --textfile $W/metrics-$mode.prom "$@" >>$W/agent-$mode.out 2>&1 &
+	agent=$!
+	until_true grep -q "^tierallocd: attached" $W/agent-$mode.out
+	(echo 0 >$P/lo/cgroup.procs && exec "$RW" 160 0) >$W/lo-$mode.out 2>&1 &
+	lo=$!
+	until_true grep -q "^filled" $W/lo-$mode.out
+	# 20 rounds of lo alone.
+	sleep 2
+	quiet_lines=$(grep -c "reclaim: " $W/agent-$mode.out)
+	: >$W/lo-current
+	(while :; do
+		cat $P/lo/memory.current >>$W/lo-current
+		sleep 0.1
+	done) &
+	sampler=$!
+	t0=$(now_cs)
+	(echo 0 >$P/hi/cgroup.procs && exec "$RW" 160 "$HI_PASSES") >$W/hi-$mode.out 2>&1
+	hi_rc=$?
+	hi_cs=$(($(now_cs) - t0))
+	hi_peak=$(cat $P/hi/memory.peak 2>/dev/null || echo 0)
+	kill $sampler
+	wait $sampler 2>/dev/null
+	kill -TERM $lo
+	wait $lo
+	lo_rc=$?
+	# The textfile is rewritten every second: one written after hi ended.
+	sleep 1.5
+	kill -TERM $agent
+	wait $agent
+	echo "pressure: mode=$mode hi: $(tail -1 $W/hi-$mode.out) (rc $hi_rc, $(secs $hi_cs) s," \
+		"peak $(mib "$hi_peak")); lo: $(tail -1 $W/lo-$mode.out) (rc $lo_rc," \
+		"min $(mib "$(lo_min)")); agent: $(grep -c "reclaim: " $W/agent-$mode.out) reclaim lines"
+	if [ $hi_rc != 0 ] || [ $lo_rc != 0 ]; then
+		fail pressure.data "mode $mode: hi exited $hi_rc, lo $lo_rc:" \
+			"$(cat $W/hi-$mode.out $W/lo-$mode.out)"
+	fi
+	data_ok=$((data_ok + (hi_rc == 0 && lo_rc == 0)))
+}
+
+# metric NAME CGROUP: a counter of the agent's last textfile (empty when absent).
+metric() {
+	sed -n "s|^$1{cgroup=\"$2\",[^}]*} \([0-9]*\)$|\1|p" $W/metrics-$mode.prom
+}
+
+data_ok=0
+run off
+if grep -q "reclaim" $W/agent-off.out || grep -q "tieralloc_agent_reclaim" $W/metrics-off.prom; then
+	fail pressure.off "the agent reclaimed without --reclaim-for-priority:" \
+		"$(grep reclaim $W/agent-off.out | head -3)"
+else
+	pass pressure.off
+fi
+
+run on --reclaim-for-priority --priority $P/hi=100 --priority $P/lo=0
+grep "reclaim" $W/agent-on.out | head -5
+if [ "$quiet_lines" = 0 ]; then
+	pass pressure.quiet
+else
+	fail pressure.quiet "$quiet_lines reclaim lines while lo ran alone"
+fi
+lo_req=$(metric tieralloc_agent_reclaim_requests_total $P/lo)
+hi_req=$(metric tieralloc_agent_reclaim_requests_total $P/hi)
+lines=$(grep -c "reclaim: $P/hi (priority 100) pressured (.*) -> $P/lo (priority 0" \
+	$W/agent-on.out)
+echo "pressure: lo's requests $lo_req, hi's $hi_req, lines $lines;" \
+	"asked $(metric tieralloc_agent_reclaim_requested_bytes_total $P/lo) bytes," \
+	"freed $(metric tieralloc_agent_reclaim_freed_bytes_total $P/lo)"
+if [ "${lo_req:-0}" -gt 0 ] && [ "$hi_req" = 0 ] && [ "$lines" -gt 0 ] &&
+	[ "$hi_peak" -ge $((160 * M - 8 * M)) ]; then
+	pass pressure.reclaim
+else
+	fail pressure.reclaim "lo's requests '$lo_req', hi's '$hi_req', lines $lines," \
+		"hi's peak $(mib "$hi_peak")"
+fi
+# "... (priority 0, C MiB, floor F MiB): asked A MiB, ...": A <= C - F (to 0.1 MiB).
+over=$(sed -n 's/.*-> .* (priority [0-9]*, \([0-9.]*\) MiB, floor \([0-9.]*\) MiB): asking \([0-9.]*\) MiB.*/\1 \2 \3/p' \
+	$W/agent-on.out | awk '$3 > $1 - $2 + 0.1 { n++ } END { print n + 0 }')
+min=$(lo_min)
+if [ "$over" = 0 ] && [ "$min" -ge $((LOW - 4 * M)) ]; then
+	pass pressure.floor
+else
+	fail pressure.floor "$over asks above lo's current less its floor; lo's least" \
+		"memory.current $(mib "$min") (memory.low $(mib $LOW))"
+fi
+[ $data_ok = 2 ] && pass pressure.data
+for d in $P/hi $P/lo $P; do
+	rmdir $d 2>/dev/null
+done
+exit $failed

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reclaim for priority (issue 17 policy 1, seed 001): the policy's decisions (agent/pressure.c,
+ * ta_press_plan) and the parsing of the control files it reads (agent/cgstat.c), on fixtures.
+ * - Each signal alone makes a cgroup pressured (PSI stall, memory.events, refaults, steering);
+ *   below the thresholds, first seen, or counters gone backwards: not.
+ * - Only lower-priority siblings are reclaimed, lowest first, within the step, never below
+ *   max(memory.low, memory.min); equal priorities and other parents' children are left alone.
+ * - cgroup v2 and v1 texts give the figures, and bad text none.
+ * The guest's end-to-end part is tests/guest/pressure.sh.
+ */
+#include <string.h>
+
+#include "agent.h"
+#include "cgctl.h"
+#include "test.h"
+
+#define MiB ((uint64_t)1 << 20)
+
+static const struct ta_press_config cfg = { .psi_us = 10000, .refaults = 256, .step = 32 * MiB };
+
+static struct ta_press_cg cg(uint32_t group, uint32_t prio, uint64_t current, uint64_t low)
+{
+	struct ta_press_cg c = { .group = group, .priority = prio, .have_prev = true };
+	c.prev.current = c.now.current = current;
+	c.prev.low = c.now.low = low;
+	return c;
+}
+
+static void test_signals(void)
+{
+	struct ta_press_cg c[2];
+	test_context("quiet: no pressure, nothing reclaimed");
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[1] = cg(1, 1, 200 * MiB, 0);
+	expect_eq(ta_press_plan(c, 2, &cfg), 0);
+	expect_eq(c[0].why, 0);
+	expect_eq(c[1].reclaim, 0);
+	expect_true(c[1].for_whom == -1);
+
+	test_context("PSI stall at the threshold");
+	c[0].now.psi_us = 10000;
+	expect_eq(ta_press_plan(c, 2, &cfg), 1);
+	expect_eq(c[0].why, TA_PRESS_PSI);
+	expect_eq(c[1].reclaim, 32 * MiB);
+	expect_true(c[1].for_whom == 0);
+	test_context("PSI stall below it");
+	c[0].now.psi_us = 9999;
+	expect_eq(ta_press_plan(c, 2, &cfg), 0);
+
+	test_context("a memory.events high or max event");
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[0].prev.events = 5;
+	c[0].now.events = 6;
+	expect_eq(ta_press_plan(c, 2, &cfg), 1);
+	expect_eq(c[0].why, TA_PRESS_EVENTS);
+
+	test_context("refaults at the threshold, and below it");
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[0].prev.refaults = 1000;
+	c[0].now.refaults = 1256;
+	expect_eq(ta_press_plan(c, 2, &cfg), 1);
+	expect_eq(c[0].why, TA_PRESS_REFAULT);
+	c[0].now.refaults = 1255;
+	expect_eq(ta_press_plan(c, 2, &cfg), 0);
+
+	test_context("steered below the fast tier");
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[0].now.steered = 4096;
+	expect_eq(ta_press_plan(c, 2, &cfg), 1);
+	expect_eq(c[0].why, TA_PRESS_STEERED);
+
+	test_context("counters that went backwards (a cgroup made again) are no pressure");
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[0].prev.psi_us = 1000000;
+	c[0].prev.events = 9;
+	c[0].prev.refaults = 99999;
+	c[0].prev.steered = 1 << 30;
+	expect_eq(ta_press_plan(c, 2, &cfg), 0);
+
+	test_context("pressure lingers for `hold` rounds after the last signal, then ends");
+	struct ta_press_config linger = cfg;
+	linger.hold = 2;
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[0].calm = UINT32_MAX;
+	c[0].now.events = 1;
+	expect_eq(ta_press_plan(c, 2, &linger), 1);
+	expect_eq(c[0].why, TA_PRESS_EVENTS);
+	expect_eq(c[0].calm, 0);
+	c[0].prev = c[0].now; /* quiet rounds from here */
+	expect_eq(ta_press_plan(c, 2, &linger), 1);
+	expect_eq(c[0].why, TA_PRESS_LINGER);
+	expect_eq(c[0].calm, 1);
+	expect_eq(c[1].reclaim, 32 * MiB);
+	expect_eq(ta_press_plan(c, 2, &linger), 0);
+	expect_eq(c[0].why, 0);
+	expect_eq(c[0].calm, 2);
+	test_context("a new signal starts it again; without hold, no lingering");
+	c[0].now.events = 2;
+	expect_eq(ta_press_plan(c, 2, &linger), 1);
+	expect_eq(c[0].calm, 0);
+	c[0].prev = c[0].now;
+	expect_eq(ta_press_plan(c, 2, &cfg), 0);
+	test_context("a cgroup never pressured (calm at its maximum) does not linger");
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[0].calm = UINT32_MAX;
+	expect_eq(ta_press_plan(c, 2, &linger), 0);
+	expect_eq(c[0].calm, UINT32_MAX);
+
+	test_context("first seen: no previous sample, no pressure");
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[0].have_prev = false;
+	c[0].now.psi_us = 1 << 30;
+	c[0].now.events = 100;
+	expect_eq(ta_press_plan(c, 2, &cfg), 0);
+	test_context("%s", "");
+}
+
+static void test_victims(void)
+{
+	struct ta_press_cg c[5];
+	test_context("the step bounds a round; the floor is the larger of low and min");
+	c[0] = cg(1, 10, 100 * MiB, 0);
+	c[0].now.events = 1;
+	c[1] = cg(1, 1, 100 * MiB, 90 * MiB);
+	c[1].now.min = 80 * MiB;
+	expect_eq(ta_press_plan(c, 2, &cfg), 1);
+	expect_eq(c[1].reclaim, 10 * MiB);
+	c[1].now.min = 95 * MiB;
+	expect_eq(ta_press_plan(c, 2, &cfg), 1);
+	expect_eq(c[1].reclaim, 5 * MiB);
+	test_context("at its floor: left alone");
+	c[1].now.current = 95 * MiB;
+	expect_eq(ta_press_plan(c, 2, &cfg), 0);
+	expect_eq(c[1].reclaim, 0);
+	c[1].now.current = 90 * MiB; /* below it (memory.low raised since) */
+	expect_eq(ta_press_plan(c, 2, &cfg), 0);
+
+	test_context("lowest priority first, then the next, within the step");
+	c[0] = cg(1, 10, 100 * MiB, 0);
+	c[0].now.psi_us = 50000;
+	c[1] = cg(1, 5, 100 * MiB, 0);
+	c[2] = cg(1, 2, 100 * MiB, 80 * MiB);
+	expect_eq(ta_press_plan(c, 3, &cfg), 2);
+	expect_eq(c[2].reclaim, 20 * MiB);
+	expect_eq(c[1].reclaim, 12 * MiB);
+	expect_true(c[1].for_whom == 0 && c[2].for_whom == 0);
+	expect_eq(c[0].reclaim, 0);
+
+	test_context("within a priority, the one with the most above its floor first");
+	c[1] = cg(1, 2, 100 * MiB, 90 * MiB);
+	c[2] = cg(1, 2, 100 * MiB, 50 * MiB);
+	expect_eq(ta_press_plan(c, 3, &cfg), 1);
+	expect_eq(c[2].reclaim, 32 * MiB);
+	expect_eq(c[1].reclaim, 0);
+
+	test_context("equal priority, higher priority, other parents: never reclaimed");
+	c[0] = cg(1, 5, 100 * MiB, 0);
+	c[0].now.events = 3;
+	c[1] = cg(1, 5, 100 * MiB, 0);
+	c[2] = cg(1, 9, 100 * MiB, 0);
+	c[3] = cg(2, 0, 100 * MiB, 0);
+	expect_eq(ta_press_plan(c, 4, &cfg), 0);
+
+	test_context("the group's highest pressured cgroup decides; a pressured low one is taken");
+	c[0] = cg(1, 5, 100 * MiB, 0);
+	c[0].now.events = 3;
+	c[1] = cg(1, 9, 100 * MiB, 0);
+	c[1].now.events = 3;
+	c[2] = cg(1, 1, 100 * MiB, 0);
+	c[2].now.events = 3;
+	expect_eq(ta_press_plan(c, 3, &cfg), 1);
+	expect_eq(c[2].reclaim, 32 * MiB);
+	expect_true(c[2].for_whom == 1);
+	expect_eq(c[0].reclaim, 0);
+	c[2].now.low = 100 * MiB; /* at its floor: the next priority up gives */
+	expect_eq(ta_press_plan(c, 3, &cfg), 1);
+	expect_eq(c[0].reclaim, 32 * MiB);
+	expect_true(c[0].for_whom == 1);
+
+	test_context("two groups pressured at once: a step each");
+	c[0] = cg(1, 9, 100 * MiB, 0);
+	c[0].now.events = 1;
+	c[1] = cg(2, 9, 100 * MiB, 0);
+	c[1].now.events = 1;
+	c[2] = cg(1, 1, 100 * MiB, 0);
+	c[3] = cg(2, 1, 100 * MiB, 0);
+	c[4] = cg(2, 1, 10 * MiB, 0);
+	expect_eq(ta_press_plan(c, 5, &cfg), 2);
+	expect_eq(c[2].reclaim, 32 * MiB);
+	expect_eq(c[3].reclaim, 32 * MiB);
+	expect_eq(c[4].reclaim, 0);
+	expect_true(c[3].for_whom == 1);
+	test_context("%s", "");
+}
+
+static void test_parse(void)
+{
+	uint64_t v = 0;
+	test_context("v2 memory.pressure: some's and full's totals");
+	const char *psi = "some avg10=1.50 avg60=0.30 avg300=0.06 total=123456\n"
+			  "full avg10=0.00 avg60=0.00 avg300=0.00 total=789\n";
+	expect_eq(ta_cgstat_psi_total(psi, "some", &v), 0);
+	expect_eq(v, 123456);
+	expect_eq(ta_cgstat_psi_total(psi, "full", &v), 0);
+	expect_eq(v, 789);
+	expect_true(ta_cgstat_psi_total("some avg10=1.00 total=\n", "some", &v) == -1);
+	expect_true(ta_cgstat_psi_total("something total=5\n", "some", &v) == -1);
+	expect_true(ta_cgstat_psi_total("", "some", &v) == -1);
+
+	test_context("v2 memory.events and memory.stat: whole keys only");
+	const char *events = "low 0\nhigh 17\nmax 4\noom 0\noom_kill 0\n";
+	expect_eq(ta_cgstat_key(events, "high", &v), 0);
+	expect_eq(v, 17);
+	expect_eq(ta_cgstat_key(events, "max", &v), 0);
+	expect_eq(v, 4);
+	expect_true(ta_cgstat_key(events, "oom_group_kill", &v) == -1);
+	const char *stat = "anon 1048576\nworkingset_refault_anon_x 9\nworkingset_refault_anon "
+			   "300\nworkingset_refault_file 22";
+	expect_eq(ta_cgstat_key(stat, "workingset_refault_anon", &v), 0);
+	expect_eq(v, 300);
+	expect_eq(ta_cgstat_key(stat, "workingset_refault_file", &v), 0);
+	expect_eq(v, 22);
+	expect_true(ta_cgstat_key("anon x\n", "anon", &v) == -1);
+
+	test_context("one value: a number or max (v2), v1's numbers");
+	expect_eq(ta_cgstat_value("268435456\n", &v), 0);
+	expect_eq(v, 268435456);
+	expect_eq(ta_cgstat_value("max\n", &v), 0);
+	expect_eq(v, UINT64_MAX);
+	expect_eq(ta_cgstat_value("9223372036854771712\n", &v), 0);
+	expect_eq(v, 9223372036854771712ull);
+	expect_true(ta_cgstat_value("maximum\n", &v) == -1);
+	expect_true(ta_cgstat_value("12 34\n", &v) == -1);
+	expect_true(ta_cgstat_value("-1\n", &v) == -1);
+	expect_true(ta_cgstat_value("99999999999999999999999\n", &v) == -1);
+	test_context("%s", "");
+}
+
+int main(void)
+{
+	test_signals();
+	test_victims();
+	test_parse();
+	return test_done();
+}
