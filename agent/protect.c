@@ -72,7 +72,13 @@ enum ta_protect_why ta_protect_sample(const struct ta_protect_cfg *cfg, struct t
 			s->decayed_ns = now_ns;
 	}
 	uint64_t room = headroom(cfg, s->peak);
-	uint64_t target = s->peak > UINT64_MAX - room ? UINT64_MAX : s->peak + room;
+	uint64_t target = s->peak > UINT64_MAX - room - TA_PROTECT_PAGE
+			      ? UINT64_MAX - TA_PROTECT_PAGE
+			      : s->peak + room;
+	/* Whole pages: the kernel keeps memory.low in pages and reads back a rounded value, which
+	 * must compare equal to what was written (the lease keeper checks that before it
+	 * restores). */
+	target = (target + TA_PROTECT_PAGE - 1) / TA_PROTECT_PAGE * TA_PROTECT_PAGE;
 	if (target > cap) {
 		target = cap;
 		s->capped++;

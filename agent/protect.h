@@ -11,7 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TA_PROTECT_MAX 8 /* --protect cgroups */
+#define TA_PROTECT_MAX	8    /* --protect cgroups */
+#define TA_PROTECT_PAGE 4096 /* memory.low's unit: the kernel keeps it in pages */
 
 struct ta_protect_cfg {
 	uint64_t fall_rate;	 /* bytes/s: usage falling this fast is being stolen from */

@@ -10,6 +10,7 @@
  *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
  *              [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH]
  *              [--access damon|none] [--lend [--lend-reserve SIZE] [--priority CGROUP=N]...]
+ *              [--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]...
  *              [--btf PATH] [-h|--help] [--version]
  *
  * With --access damon it also monitors the accesses of the processes in the segments' slots
@@ -22,6 +23,10 @@
  * With --lend it lends idle fast-tier shares (issue 15): every interval, a cgroup's share below
  * its usage less the reserve goes to cgroups that want more than theirs, by priority
  * (agent/lend.c), with an expiry the next interval renews (segments.c).
+ *
+ * With --protect it keeps each named cgroup's memory.low at its usage plus headroom while reclaim
+ * may steal from it (issue 17, seed 004: agent/protect.c decides, agent/protector.c runs it in a
+ * thread and a lease keeper process undoes requests that are no longer renewed).
  *
  * main() is parse (getopt_long), load_attach, run and cleanup, the one way out.
  *
@@ -49,6 +54,7 @@
 #include <linux/types.h>
 
 #include "agent.h"
+#include "protector.h"
 #include "migrations.skel.h"
 #include "migrations.h"
 
@@ -211,6 +217,7 @@ static void usage(FILE *f)
 		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
 		"[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
 		"[--access damon|none] [--lend [--lend-reserve SIZE] [--priority CGROUP=N]...] "
+		"[--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]... "
 		"[--btf PATH] [-h|--help] [--version]\n"
 		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
 		"                at least 0.05)\n"
@@ -236,6 +243,13 @@ static void usage(FILE *f)
 		"  --priority CGROUP=N  the priority (0-1000) of the cgroup whose segment\n"
 		"                names this path (/sys/fs/cgroup/...); overrides its\n"
 		"                TIERALLOC_PRIORITY (repeatable)\n"
+		"  --protect CGROUP  keep the cgroup's memory.low (cgroup v2) at its usage\n"
+		"                plus headroom, within its parent's protection, so that reclaim\n"
+		"                does not steal its working set (repeatable, at most 8)\n"
+		"  --protect-interval MS  sample its memory.current every MS milliseconds\n"
+		"                (1 to 1000, default 20) and whenever its parent's limit is hit\n"
+		"  --protect-expiry S  a request not renewed for S seconds (default 2) is undone:\n"
+		"                memory.low goes back to what it was, also after a SIGKILL\n"
 		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
 		"  --version     print \"tierallocd VERSION\" and exit\n");
 }
@@ -247,6 +261,10 @@ struct options {
 	struct ta_agent_priority priorities[TA_AGENT_MAX_PRIORITIES];
 	unsigned npriorities;
 	const char *btf, *metrics, *textfile;
+	const char *protect[TA_PROTECT_MAX];
+	unsigned nprotect;
+	unsigned protect_interval_ms;
+	double protect_expiry; /* seconds */
 };
 
 /* "64M", "512K", "1G", "0": bytes, or -1 (a bad size). */
@@ -313,7 +331,10 @@ static int parse(int argc, char **argv, struct options *o)
 		OPT_ACCESS,
 		OPT_LEND,
 		OPT_LEND_RESERVE,
-		OPT_PRIORITY
+		OPT_PRIORITY,
+		OPT_PROTECT,
+		OPT_PROTECT_INTERVAL,
+		OPT_PROTECT_EXPIRY
 	};
 	static const struct option longopts[] = {
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -331,13 +352,18 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "lend", no_argument, NULL, OPT_LEND },
 		{ "lend-reserve", required_argument, NULL, OPT_LEND_RESERVE },
 		{ "priority", required_argument, NULL, OPT_PRIORITY },
+		{ "protect", required_argument, NULL, OPT_PROTECT },
+		{ "protect-interval", required_argument, NULL, OPT_PROTECT_INTERVAL },
+		{ "protect-expiry", required_argument, NULL, OPT_PROTECT_EXPIRY },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .interval = 0.25,
 			       .rescan = 2,
 			       .lend_reserve = 64ull << 20,
+			       .protect_interval_ms = 20,
+			       .protect_expiry = 2,
 			       .btf = "/sys/kernel/btf/vmlinux" };
-	bool reserve_given = false;
+	bool reserve_given = false, protect_tuned = false;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
 		switch (c) {
@@ -418,6 +444,43 @@ static int parse(int argc, char **argv, struct options *o)
 			    (struct ta_agent_priority){ optarg, (uint32_t)p };
 			break;
 		}
+		case OPT_PROTECT:
+			if (optarg[0] == '\0' || o->nprotect == TA_PROTECT_MAX) {
+				fprintf(stderr,
+					"tierallocd: bad --protect \"%s\" (a cgroup, at most %d of "
+					"them)\n",
+					optarg, TA_PROTECT_MAX);
+				return 2;
+			}
+			o->protect[o->nprotect++] = optarg;
+			break;
+		case OPT_PROTECT_INTERVAL: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (end == optarg || *end != '\0' || optarg[0] == '-' || v < 1 ||
+			    v > 1000) {
+				fprintf(
+				    stderr,
+				    "tierallocd: bad --protect-interval \"%s\" (milliseconds, 1 "
+				    "to 1000)\n",
+				    optarg);
+				return 2;
+			}
+			o->protect_interval_ms = (unsigned)v;
+			protect_tuned = true;
+			break;
+		}
+		case OPT_PROTECT_EXPIRY:
+			o->protect_expiry = seconds(optarg);
+			if (o->protect_expiry < 0) {
+				fprintf(stderr,
+					"tierallocd: bad --protect-expiry \"%s\" (seconds, 0.05 to "
+					"3600)\n",
+					optarg);
+				return 2;
+			}
+			protect_tuned = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -454,6 +517,12 @@ static int parse(int argc, char **argv, struct options *o)
 		usage(stderr);
 		return 2;
 	}
+	if (protect_tuned && o->nprotect == 0) {
+		fprintf(stderr, "tierallocd: --protect-interval or --protect-expiry without "
+				"--protect\n");
+		usage(stderr);
+		return 2;
+	}
 	if (o->metrics_any && o->metrics == NULL) {
 		fprintf(stderr, "tierallocd: --metrics-any without --metrics\n");
 		usage(stderr);
@@ -478,8 +547,9 @@ struct agent {
 	struct ring_buffer *alerts;
 	struct alerted alerted;
 	struct ta_metrics_server *metrics;
-	struct ta_damon *damon; /* --access damon, when DAMON could be taken */
-	bool textfile_failed;	/* said once, until a write works again */
+	struct ta_damon *damon;		/* --access damon, when DAMON could be taken */
+	bool textfile_failed;		/* said once, until a write works again */
+	struct ta_protector *protector; /* --protect */
 };
 
 /* The metrics' text (ta_metrics_body): the segments as they are now. */
@@ -574,6 +644,19 @@ static int load_attach(const struct options *o, struct agent *ag)
 		else
 			printf("tierallocd: access: damon (one kdamond per process, 500 ms "
 			       "samples, 5 s aggregation)\n");
+	}
+	if (o->nprotect > 0) {
+		char err[PATH_MAX + 200];
+		struct ta_protector_opts po = { .interval_ms = o->protect_interval_ms,
+						.expiry_ms =
+						    (uint64_t)(o->protect_expiry * 1000 + 0.5),
+						.state_dir = "/run/tierallocd",
+						.print = o->print };
+		ag->protector = ta_protector_start(o->protect, o->nprotect, &po, err, sizeof(err));
+		if (ag->protector == NULL) {
+			fprintf(stderr, "tierallocd: %s\n", err);
+			return 1;
+		}
 	}
 	if (o->lend)
 		printf("tierallocd: lending idle shares (reserve %llu bytes)\n",
@@ -688,6 +771,7 @@ static void run(const struct options *o, struct agent *ag)
 /* The one way out: whatever load_attach() made, detached and freed. */
 static void cleanup(struct agent *ag)
 {
+	ta_protector_stop(ag->protector);
 	ta_damon_stop(ag->damon);
 	ta_metrics_free(ag->metrics);
 	ring_buffer__free(ag->alerts);

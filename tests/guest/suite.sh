@@ -118,4 +118,7 @@ sh "$S/tests/guest/hotness.sh" "$B" "$S" || failed=1
 sh "$S/tests/guest/access_agent.sh" "$B" "$S" || failed=1
 # 11. Lending of idle fast-tier shares (issue 15): the agent lends, takes back, loans lapse.
 sh "$S/tests/guest/lending.sh" "$B" "$S" || failed=1
+# 12. Policy 2 (issue 17, seed 004): memory.low follows a victim reclaim steals from, and expires.
+# Last: it turns swap off (the seed's condition).
+sh "$S/tests/guest/protect.sh" "$B" "$S" || failed=1
 exit $failed

@@ -40,9 +40,11 @@ static void test_follows_usage(void)
 	expect_eq(sample(&s, 33 * MiB, NONE, NOW + 10 * MS), NONE);
 	test_context("growth eating more than half the headroom: raised");
 	expect_eq(sample(&s, 35 * MiB, NONE, NOW + 15 * MS), 35 * MiB + 35 * MiB / 8);
+	test_context("requests are whole pages (the kernel reads memory.low back in pages)");
+	expect_eq(sample(&s, 38 * MiB + 4096, NONE, NOW + 17 * MS) % 4096, 0);
 	test_context("large usage: an eighth of it as headroom");
 	expect_eq(sample(&s, 800 * MiB, NONE, NOW + 20 * MS), 900 * MiB);
-	expect_eq(s.writes[TA_PROTECT_GROW], 3);
+	expect_eq(s.writes[TA_PROTECT_GROW], 4);
 	test_context("%s", "");
 }
 
