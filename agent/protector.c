@@ -6,9 +6,9 @@
  *
  * - Hot path: the files are opened once and read and written with pread/pwrite. libcgroup's
  *   cgroup_set_value_* opens, writes and closes the file on every write (docs/DESIGN-NOTES.md).
- * - When: every interval, and at once when the parent's memory.events changes (the kernel
+ * - When: every interval (50 ms), and early when the parent's memory.events changes (the kernel
  *   notifies pollers of it, at most every 10 ms, each time the parent's limit is hit: reclaim is
- *   starting against its children).
+ *   starting against its children), at most twice the timer's rate (run()).
  * - Cap: the parent's protection less the siblings' claims (protect.c), refreshed every second;
  *   a parent without protection files (the root cgroup) sets none.
  * - Lease: every sample renews the request. A keeper process forked at start (named
@@ -263,23 +263,34 @@ static void sample(struct ta_protector *p, unsigned i, uint64_t now)
 	say_write(p, v, before, value, why, usage);
 }
 
+/* Sample every interval, and early when the parent's memory.events changes: its limit was hit,
+ * reclaim is starting. The kernel notifies at most every 10 ms, which under steady pressure
+ * would be a sample per notification; the events are watched only from half an interval after
+ * the last sample, so that the samples stay at most twice the timer's rate. */
 static void *run(void *arg)
 {
 	struct ta_protector *p = arg;
 	struct pollfd fds[1 + TA_PROTECT_MAX];
 	unsigned owner[1 + TA_PROTECT_MAX];
+	uint64_t last = 0, half = p->interval_ns / 2;
 	for (;;) {
+		uint64_t since = now_ns() - last;
+		bool watch = since >= half;
+		uint64_t wait_ns = since >= p->interval_ns ? 0
+				   : watch		   ? p->interval_ns - since
+							   : half - since;
 		nfds_t nfds = 0;
 		fds[nfds++] = (struct pollfd){ .fd = p->stop_pipe[0], .events = POLLIN };
-		for (unsigned i = 0; i < p->n; i++)
+		for (unsigned i = 0; watch && i < p->n; i++)
 			if (p->v[i].fd_events >= 0) {
 				owner[nfds] = i;
 				fds[nfds++] =
 				    (struct pollfd){ .fd = p->v[i].fd_events, .events = POLLPRI };
 			}
-		int ready = poll(fds, nfds, (int)(p->interval_ns / 1000000u));
+		int ready = poll(fds, nfds, (int)((wait_ns + 999999) / 1000000));
 		if (ready > 0 && fds[0].revents != 0)
 			return NULL;
+		bool event = false;
 		for (nfds_t k = 1; ready > 0 && k < nfds; k++)
 			if (fds[k].revents & (POLLPRI | POLLERR)) {
 				char buf[512];
@@ -287,8 +298,12 @@ static void *run(void *arg)
 				if (pread(fds[k].fd, buf, sizeof(buf), 0) < 0)
 					p->v[owner[k]].errors++;
 				p->v[owner[k]].events++;
+				event = true;
 			}
 		uint64_t now = now_ns();
+		if (!event && now - last < p->interval_ns)
+			continue;
+		last = now;
 		for (unsigned i = 0; i < p->n; i++)
 			sample(p, i, now);
 	}

@@ -247,7 +247,7 @@ static void usage(FILE *f)
 		"                plus headroom, within its parent's protection, so that reclaim\n"
 		"                does not steal its working set (repeatable, at most 8)\n"
 		"  --protect-interval MS  sample its memory.current every MS milliseconds\n"
-		"                (1 to 1000, default 20) and whenever its parent's limit is hit\n"
+		"                (1 to 1000, default 50), and early when its parent's limit is hit\n"
 		"  --protect-expiry S  a request not renewed for S seconds (default 2) is undone:\n"
 		"                memory.low goes back to what it was, also after a SIGKILL\n"
 		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
@@ -360,7 +360,7 @@ static int parse(int argc, char **argv, struct options *o)
 	*o = (struct options){ .interval = 0.25,
 			       .rescan = 2,
 			       .lend_reserve = 64ull << 20,
-			       .protect_interval_ms = 20,
+			       .protect_interval_ms = 50,
 			       .protect_expiry = 2,
 			       .btf = "/sys/kernel/btf/vmlinux" };
 	bool reserve_given = false, protect_tuned = false;
