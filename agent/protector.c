@@ -166,6 +166,15 @@ static void keeper(struct ta_protector *p, int rd)
 	signal(SIGINT, SIG_IGN); /* a terminal's ^C or a SIGTERM is the agent's to act on */
 	signal(SIGTERM, SIG_IGN);
 	prctl(PR_SET_NAME, "tierallocd-lease");
+	/* Only what it needs: the agent's BPF links, segments and sockets must not outlive it. */
+	long maxfd = sysconf(_SC_OPEN_MAX);
+	for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++) {
+		bool keep = fd == rd;
+		for (unsigned i = 0; i < p->n; i++)
+			keep |= fd == p->v[i].fd_low;
+		if (!keep)
+			close(fd);
+	}
 	bool agent_gone = false;
 	int tick_ms = (int)(p->expiry_ns / 4000000u);
 	for (;;) {
@@ -204,16 +213,17 @@ static void keeper(struct ta_protector *p, int rd)
 
 /* ---- the thread ---- */
 
-static void say_write(const struct ta_protector *p, const struct victim *v, uint64_t from,
-		      uint64_t to, enum ta_protect_why why, uint64_t usage)
+static void say_write(const struct victim *v, uint64_t from, uint64_t to, enum ta_protect_why why,
+		      uint64_t usage)
 {
 	static const char *const words[TA_PROTECT_NWHY] = { "none", "grow", "decay" };
+	char cap[32] = "none";
+	if (v->cap != UINT64_MAX)
+		snprintf(cap, sizeof(cap), "%" PRIu64, v->cap);
 	printf("tierallocd: protect %s: memory.low %" PRIu64 " -> %" PRIu64 " (%s; usage %" PRIu64
-	       ", cap %s%" PRIu64 ")\n",
-	       v->path, from, to, words[why], usage, v->cap == UINT64_MAX ? "none " : "",
-	       v->cap == UINT64_MAX ? 0 : v->cap);
+	       ", cap %s)\n",
+	       v->path, from, to, words[why], usage, cap);
 	fflush(stdout);
-	(void)p;
 }
 
 static void sample(struct ta_protector *p, unsigned i, uint64_t now)
@@ -260,7 +270,7 @@ static void sample(struct ta_protector *p, unsigned i, uint64_t now)
 		state_write(v, v->st.original, before);
 		return;
 	}
-	say_write(p, v, before, value, why, usage);
+	say_write(v, before, value, why, usage);
 }
 
 /* Sample every interval, and early when the parent's memory.events changes: its limit was hit,

@@ -11,7 +11,8 @@
 #                     loses less than half as many pages with it (pgsteal of A over the burst).
 #   protect.expires   after SIGKILL of the agent, the lease keeper restores A's memory.low to
 #                     1M once the 2 s lease runs out (waited for GUARD_S at most; the time is
-#                     printed), removes its state file and exits.
+#                     printed), removes its state file and exits; it held no more
+#                     descriptors than its own 5 (none of the agent's BPF links).
 #   protect.restart   agent and keeper both SIGKILLed leave memory.low raised; the next agent
 #                     takes the original from the state file as the floor, and restores it when
 #                     stopped (SIGTERM).
@@ -105,6 +106,9 @@ else
 	fail protect.less_stolen "A lost $on pages with the agent, $off without"
 fi
 
+# The keeper holds stdin, stdout, stderr, its pipe and memory.low: none of the agent's BPF links.
+keeper_ls=$(ls -l /proc/"$keeper"/fd)
+keeper_fds=$(ls /proc/"$keeper"/fd | wc -l)
 kill -KILL $agent
 wait $agent 2>/dev/null
 state=/run/tierallocd/protect-$(stat -c %i $T/a)
@@ -114,6 +118,8 @@ elif ! back_cs=$took_cs || ! until_true gone "$keeper"; then
 	fail protect.expires "the keeper $keeper is still there"
 elif [ -e "$state" ]; then
 	fail protect.expires "$state left behind"
+elif [ "$keeper_fds" -gt 5 ]; then
+	fail protect.expires "the keeper held $keeper_fds descriptors: $keeper_ls"
 else
 	pass protect.expires
 	echo "   memory.low back to $ORIG $(secs "$back_cs") s after the SIGKILL (lease 2 s)"
