@@ -3,14 +3,15 @@
  * The polling arm of seed 004's experiment (bench/run-protect.sh), as strong as the seed's U arm:
  * the files opened once, nothing allocated in the loop, memory.current pread on an absolute 5 ms
  * timer; when it falls at FALL_RATE bytes/s or faster (the victim is being stolen from), the
- * sample is pwritten to memory.low, never lowering what was written (the seed writes the sample;
- * keeping the highest is at least as strong).
- *   protect-poll CGROUP PERIOD_MS FALL_RATE
+ * sample is pwritten to memory.low. MODE "sample" (the seed's U arm) writes every such sample;
+ * "max" (the default) never lowers what it wrote, which is at least as strong.
+ *   protect-poll CGROUP PERIOD_MS FALL_RATE [max|sample]
  * On SIGTERM: memory.low back to what it was, and "samples=N writes=N" on stdout.
  */
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +46,9 @@ static int write_u64(int fd, uint64_t v)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: protect-poll CGROUP PERIOD_MS FALL_RATE\n");
+	bool lower = argc == 5 && strcmp(argv[4], "sample") == 0;
+	if ((argc != 4 && argc != 5) || (argc == 5 && !lower && strcmp(argv[4], "max") != 0)) {
+		fprintf(stderr, "usage: protect-poll CGROUP PERIOD_MS FALL_RATE [max|sample]\n");
 		return 2;
 	}
 	char path[4096];
@@ -81,7 +83,7 @@ int main(int argc, char **argv)
 		samples++;
 		/* Bytes per second over one period. */
 		if (now < prev && (prev - now) * 1000000000u / (uint64_t)period_ns >= fall_rate &&
-		    now > written && write_u64(low, now) == 0) {
+		    (lower ? now != written : now > written) && write_u64(low, now) == 0) {
 			written = now;
 			writes++;
 		}

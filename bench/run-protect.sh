@@ -10,11 +10,13 @@
 # 30 s window: the burst starts 5 s into it and holds 15 s. Measured over the window: pages stolen
 # from A (pgsteal of A's memory.stat, as the seed counts), the arm's CPU (utime + stime from
 # /proc/PID/stat; for ours the whole agent and its lease keeper), and A's memory.events low.
-# Arms: none; poll (bench/protect-poll: memory.current every 5 ms, the sample written to
-# memory.low on a fall of 1 MiB/s or more, as the seed's U arm; outside T, like the agent);
-# ours (tierallocd --protect). A round runs the three in rotating order.
+# Arms: none; poll (bench/protect-poll: memory.current every 5 ms, on a fall of 1 MiB/s or more
+# the sample written to memory.low, never lowering what it wrote; outside T, like the agent);
+# seed (the same, writing every such sample even when lower: the seed's U arm as it describes
+# it); ours (tierallocd --protect). A round runs the arms in rotating order.
 #
-# Usage: run-protect.sh BUILDDIR SRCDIR [ROUNDS [KERNEL]]   (default 15 rounds, kernel 6.12)
+# Usage: run-protect.sh BUILDDIR SRCDIR [ROUNDS [KERNEL [ARMS]]]
+#   (default 15 rounds, kernel 6.12, ARMS "none poll ours")
 # Prints each run, then per arm the median and interquartile range of the pages stolen, the
 # median CPU, and the ratios against the seed's numbers (U 3723, in-kernel 452).
 set -eu
@@ -22,6 +24,7 @@ if [ "${1:-}" = --in-guest ]; then
 	set +eu
 	B=$2
 	ROUNDS=$3
+	ARMS=$5
 	# shellcheck source=tests/guest/lib.sh
 	. "$4/tests/guest/lib.sh"
 	# shellcheck source=tests/guest/protect_lib.sh
@@ -41,8 +44,10 @@ if [ "${1:-}" = --in-guest ]; then
 		sleep 3
 		pids=
 		case $1 in
-		poll)
-			"$PP" $T/a 5 1048576 >$W/poll.out 2>&1 &
+		poll | seed)
+			mode=max
+			[ "$1" = seed ] && mode=sample
+			"$PP" $T/a 5 1048576 $mode >$W/poll.out 2>&1 &
 			pids=$!
 			until_true grep -q '^polling' $W/poll.out
 			;;
@@ -69,7 +74,7 @@ if [ "${1:-}" = --in-guest ]; then
 		low=$(low_of)
 		writes=
 		case $1 in
-		poll)
+		poll | seed)
 			kill -TERM $pids
 			wait $pids
 			writes=$(sed -n 's/.*writes=\([0-9]*\).*/\1/p' $W/poll.out)
@@ -89,12 +94,10 @@ if [ "${1:-}" = --in-guest ]; then
 		echo "$line" | tee -a $out
 	}
 	i=1
+	order=$ARMS
 	while [ $i -le "$ROUNDS" ]; do
-		case $((i % 3)) in
-		0) order="none poll ours" ;;
-		1) order="poll ours none" ;;
-		2) order="ours none poll" ;;
-		esac
+		# Rotate: the first arm of the last round goes last.
+		order="${order#* } ${order%% *}"
 		echo "round $i: $order"
 		for arm in $order; do run "$arm" "$i"; done
 		i=$((i + 1))
@@ -113,8 +116,8 @@ if [ "${1:-}" = --in-guest ]; then
 	}
 	END {
 		printf "%-5s %6s %8s %15s %9s %13s\n", "arm", "rounds", "stolen", "IQR", "min-max", "cpu_ms/window"
-		split("none poll ours", arms, " ")
-		for (k = 1; k <= 3; k++) {
+		split("none seed poll ours", arms, " ")
+		for (k = 1; k <= 4; k++) {
 			a = arms[k]; if (!n[a]) continue
 			for (i = 1; i <= n[a]; i++) { s[i] = st[a, i]; c[i] = cpu[a, i] }
 			sort(s, n[a]); sort(c, n[a])
@@ -122,10 +125,13 @@ if [ "${1:-}" = --in-guest ]; then
 			printf "%-5s %6d %8.0f %7.0f-%-7.0f %4d-%-5d %13.0f\n", a, n[a], med[a], q(s, n[a], 0.25), q(s, n[a], 0.75), s[1], s[n[a]], q(c, n[a], 0.5)
 		}
 		printf "seed 004 (15 rounds): U (5 ms polling) 3723 [2825-4730], in-kernel B2 452 [339-755]\n"
-		if (med["ours"] > 0) {
-			printf "poll/ours %.1fx (target >= 4x), none/ours %.1fx; seed U/B2 8.2x\n", med["poll"] / med["ours"], med["none"] / med["ours"]
-		} else
-			printf "ours median 0 pages: poll/ours and none/ours unbounded (poll %.0f, none %.0f)\n", med["poll"], med["none"]
+		for (k = 1; k <= 3; k++) {
+			a = arms[k]; if (!n[a]) continue
+			if (med["ours"] > 0)
+				printf "%s/ours %.1fx (target against the polling arm: >= 4x; the seed U/B2: 8.2x)\n", a, med[a] / med["ours"]
+			else
+				printf "%s median %.0f, ours 0: %s/ours unbounded\n", a, med[a], a
+		}
 		printf "ours against the seed: %.2fx of its U median, %.2fx of its B2 median\n", med["ours"] / 3723, med["ours"] / 452
 	}' $out
 	exit $failed
@@ -134,7 +140,8 @@ B=$1
 S=$2
 ROUNDS=${3:-15}
 KERNEL=${4:-6.12}
-exec "$S/tests/vm/guest-run.sh" --kernel "$KERNEL" --timeout $((ROUNDS * 3 * 90 + 300)) \
+ARMS=${5:-none poll ours}
+exec "$S/tests/vm/guest-run.sh" --kernel "$KERNEL" --timeout $((ROUNDS * $(echo "$ARMS" | wc -w) * 90 + 300)) \
 	--module zram --module ext4 --module crc32c_generic \
 	--include "$B/agent/tierallocd" \
 	--include "$B/bench/protect-work" \
@@ -142,4 +149,4 @@ exec "$S/tests/vm/guest-run.sh" --kernel "$KERNEL" --timeout $((ROUNDS * 3 * 90 
 	--include "$S/tests/guest/lib.sh" \
 	--include "$S/tests/guest/protect_lib.sh" \
 	--include "$S/bench/run-protect.sh" \
-	-- "$S/bench/run-protect.sh" --in-guest "$B" "$ROUNDS" "$S"
+	-- "$S/bench/run-protect.sh" --in-guest "$B" "$ROUNDS" "$S" "$ARMS"
