@@ -213,45 +213,45 @@ static uint64_t monotonic_ms(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
-		"[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
-		"[--access damon|none] [--lend [--lend-reserve SIZE] [--priority CGROUP=N]...] "
-		"[--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]... "
-		"[--btf PATH] [-h|--help] [--version]\n"
-		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
-		"                at least 0.05)\n"
-		"  --rescan S    look for new segments every S seconds (default 2), and at\n"
-		"                once when an unknown cgroup's pages are promoted\n"
-		"  --print       print them each time, and the segments found and alarms raised\n"
-		"  --stats       print the programs' run count and time too (BPF stats)\n"
-		"  --once        attach, wait one interval, print, detach and exit\n"
-		"  --metrics [ADDRESS:]PORT\n"
-		"                serve the segments' metrics (Prometheus' text format) at\n"
-		"                http://ADDRESS:PORT/metrics (ADDRESS 127.0.0.1 if left out)\n"
-		"  --metrics-any allow a --metrics ADDRESS that is not a loopback one\n"
-		"  --textfile PATH  write the same text into PATH every second (atomically)\n"
-		"  --access damon  monitor the accesses of tieralloc processes with DAMON\n"
-		"                (Linux >= 6.2 with DAMON's sysfs interface) and write each one\n"
-		"                /dev/shm/tieralloc_access.PID for TIERALLOC_ACCESS=agent;\n"
-		"                none (default): no access monitoring\n"
-		"  --lend        lend idle fast-tier shares to containers that want more,\n"
-		"                by TIERALLOC_PRIORITY; loans lapse 4 intervals (at least 2 s)\n"
-		"                after the agent stops renewing them\n"
-		"  --lend-reserve SIZE  bytes of an idle share its owner keeps for its own\n"
-		"                growth (default 64M; K, M, G suffixes)\n"
-		"  --priority CGROUP=N  the priority (0-1000) of the cgroup whose segment\n"
-		"                names this path (/sys/fs/cgroup/...); overrides its\n"
-		"                TIERALLOC_PRIORITY (repeatable)\n"
-		"  --protect CGROUP  keep the cgroup's memory.low (cgroup v2) at its usage\n"
-		"                plus headroom, within its parent's protection, so that reclaim\n"
-		"                does not steal its working set (repeatable, at most 8)\n"
-		"  --protect-interval MS  sample its memory.current every MS milliseconds\n"
-		"                (1 to 1000, default 50), and early when its parent's limit is hit\n"
-		"  --protect-expiry S  a request not renewed for S seconds (default 2) is undone:\n"
-		"                memory.low goes back to what it was, also after a SIGKILL\n"
-		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
-		"  --version     print \"tierallocd VERSION\" and exit\n");
+	fprintf(
+	    f, "usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
+	       "[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
+	       "[--access damon|none] [--lend [--lend-reserve SIZE] [--priority CGROUP=N]...] "
+	       "[--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]... "
+	       "[--btf PATH] [-h|--help] [--version]\n"
+	       "  --interval S  read and publish the counts every S seconds (default 0.25,\n"
+	       "                at least 0.05)\n"
+	       "  --rescan S    look for new segments every S seconds (default 2), and at\n"
+	       "                once when an unknown cgroup's pages are promoted\n"
+	       "  --print       print them each time, and the segments found and alarms raised\n"
+	       "  --stats       print the programs' run count and time too (BPF stats)\n"
+	       "  --once        attach, wait one interval, print, detach and exit\n"
+	       "  --metrics [ADDRESS:]PORT\n"
+	       "                serve the segments' metrics (Prometheus' text format) at\n"
+	       "                http://ADDRESS:PORT/metrics (ADDRESS 127.0.0.1 if left out)\n"
+	       "  --metrics-any allow a --metrics ADDRESS that is not a loopback one\n"
+	       "  --textfile PATH  write the same text into PATH every second (atomically)\n"
+	       "  --access damon  monitor the accesses of tieralloc processes with DAMON\n"
+	       "                (Linux >= 6.2 with DAMON's sysfs interface) and write each one\n"
+	       "                /dev/shm/tieralloc_access.PID for TIERALLOC_ACCESS=agent;\n"
+	       "                none (default): no access monitoring\n"
+	       "  --lend        lend idle fast-tier shares to containers that want more,\n"
+	       "                by TIERALLOC_PRIORITY; loans lapse 4 intervals (at least 2 s)\n"
+	       "                after the agent stops renewing them\n"
+	       "  --lend-reserve SIZE  bytes of an idle share its owner keeps for its own\n"
+	       "                growth (default 64M; K, M, G suffixes)\n"
+	       "  --priority CGROUP=N  the priority (0-1000) of the cgroup whose segment\n"
+	       "                names this path (/sys/fs/cgroup/...); overrides its\n"
+	       "                TIERALLOC_PRIORITY (repeatable)\n"
+	       "  --protect CGROUP  keep the cgroup's memory.low (cgroup v2) at its usage\n"
+	       "                plus headroom, within its parent's protection, so that reclaim\n"
+	       "                does not steal its working set (repeatable, at most 8)\n"
+	       "  --protect-interval MS  sample its memory.current every MS milliseconds\n"
+	       "                (1 to 1000, default 50), and early when its parent's limit is hit\n"
+	       "  --protect-expiry S  a request not renewed for S seconds (default 2) is undone:\n"
+	       "                memory.low goes back to what it was, also after a SIGKILL\n"
+	       "  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
+	       "  --version     print \"tierallocd VERSION\" and exit\n");
 }
 
 struct options {
@@ -514,6 +514,15 @@ static int parse(int argc, char **argv, struct options *o)
 	}
 	if ((reserve_given || o->npriorities > 0) && !o->lend) {
 		fprintf(stderr, "tierallocd: --lend-reserve or --priority without --lend\n");
+		usage(stderr);
+		return 2;
+	}
+	if (o->protect_expiry * 1000 < 4.0 * o->protect_interval_ms) {
+		fprintf(
+		    stderr,
+		    "tierallocd: --protect-expiry %g s is shorter than 4 --protect-interval (%u "
+		    "ms): requests would lapse between samples\n",
+		    o->protect_expiry, o->protect_interval_ms);
 		usage(stderr);
 		return 2;
 	}

@@ -36,7 +36,7 @@ if [ "${1:-}" = --in-guest ]; then
 	out=$W/runs.txt
 	: >$out
 	scen_setup || { echo "cannot set up ext2 on zram"; exit 1; }
-	echo "guest: $(uname -r), $(nproc) vCPUs; arms none, poll (5 ms), ours (tierallocd --protect)"
+	echo "guest: $(uname -r), $(nproc) vCPUs; arms: $ARMS"
 	# run ARM ROUND: one run; a line of key=value into $out.
 	run() {
 		scen_tree || { echo "cannot make $T"; failed=1; return; }

@@ -33,6 +33,8 @@ check_refused 2 'bad --protect-interval "5ms" (milliseconds, 1 to 1000)' --prote
 check_refused 2 'bad --protect-expiry "0" (seconds, 0.05 to 3600)' --protect x \
 	--protect-expiry 0
 check_refused 2 '--protect-interval or --protect-expiry without --protect' --protect-expiry 3
+check_refused 2 '--protect-expiry 0.5 s is shorter than 4 --protect-interval (200 ms): requests would lapse between samples' \
+	--protect x --protect-interval 200 --protect-expiry 0.5
 check_refused 2 'bad --protect "" (a cgroup, at most 8 of them)' --protect ''
 nine=()
 for i in 1 2 3 4 5 6 7 8 9; do nine+=(--protect "c$i"); done
