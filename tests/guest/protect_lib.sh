@@ -23,9 +23,16 @@ zram_fs() {
 		mount -t ext2 /dev/zram"$_z" "$1"
 }
 
-# scen_setup: the filesystem and the two files; swap off (the seed's condition).
+# scen_setup: the filesystem and the two files; swap off (the seed's condition); MGLRU on, as
+# 6.12 has it by default. (Debian's 6.1 has it built but off: with the classic LRU the victim's
+# re-read pages stay on the active list, the filler's are reclaimed first, and the burst stole
+# nothing from the victim without the agent, so there was nothing to compare.)
 scen_setup() {
 	swapoff -a 2>/dev/null
+	if [ -w /sys/kernel/mm/lru_gen/enabled ] &&
+		[ "$(cat /sys/kernel/mm/lru_gen/enabled)" = 0x0000 ]; then
+		echo y >/sys/kernel/mm/lru_gen/enabled && echo "   MGLRU turned on"
+	fi
 	zram_fs $FS 400 || return 1
 	[ -f $FS/victim ] || "$PW" write $FS/victim 32 || return 1
 	[ -f $FS/filler ] || "$PW" write $FS/filler 256 || return 1
