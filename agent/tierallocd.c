@@ -11,6 +11,7 @@
  *              [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH]
  *              [--access damon|none] [--lend [--lend-reserve SIZE]]
  *              [--reclaim-for-priority [--reclaim-step SIZE]] [--priority CGROUP=N]...
+ *              [--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]...
  *              [--btf PATH] [-h|--help] [--version]
  *
  * With --access damon it also monitors the accesses of the processes in the segments' slots
@@ -27,6 +28,9 @@
  * With --reclaim-for-priority, every interval, a cgroup under memory pressure (PSI, memory.events,
  * refaults, steering) has its lower-priority siblings reclaimed through memory.reclaim, a step
  * at a time, never below their memory.low/min (agent/pressure.c decides, agent/reclaim.c acts).
+ * With --protect it keeps each named cgroup's memory.low at its usage plus headroom while reclaim
+ * may steal from it (issue 17, seed 004: agent/protect.c decides, agent/protector.c runs it in a
+ * thread and a lease keeper process undoes requests that are no longer renewed).
  *
  * main() is parse (getopt_long), load_attach, run and cleanup, the one way out.
  *
@@ -55,6 +59,7 @@
 
 #include "agent.h"
 #include "cgctl.h"
+#include "protector.h"
 #include "migrations.skel.h"
 #include "migrations.h"
 
@@ -213,44 +218,52 @@ static uint64_t monotonic_ms(void)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
-		"[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
-		"[--access damon|none] [--lend [--lend-reserve SIZE]] "
-		"[--reclaim-for-priority [--reclaim-step SIZE]] [--priority CGROUP=N]... "
-		"[--btf PATH] [-h|--help] [--version]\n"
-		"  --interval S  read and publish the counts every S seconds (default 0.25,\n"
-		"                at least 0.05)\n"
-		"  --rescan S    look for new segments every S seconds (default 2), and at\n"
-		"                once when an unknown cgroup's pages are promoted\n"
-		"  --print       print them each time, and the segments found and alarms raised\n"
-		"  --stats       print the programs' run count and time too (BPF stats)\n"
-		"  --once        attach, wait one interval, print, detach and exit\n"
-		"  --metrics [ADDRESS:]PORT\n"
-		"                serve the segments' metrics (Prometheus' text format) at\n"
-		"                http://ADDRESS:PORT/metrics (ADDRESS 127.0.0.1 if left out)\n"
-		"  --metrics-any allow a --metrics ADDRESS that is not a loopback one\n"
-		"  --textfile PATH  write the same text into PATH every second (atomically)\n"
-		"  --access damon  monitor the accesses of tieralloc processes with DAMON\n"
-		"                (Linux >= 6.2 with DAMON's sysfs interface) and write each one\n"
-		"                /dev/shm/tieralloc_access.PID for TIERALLOC_ACCESS=agent;\n"
-		"                none (default): no access monitoring\n"
-		"  --lend        lend idle fast-tier shares to containers that want more,\n"
-		"                by TIERALLOC_PRIORITY; loans lapse 4 intervals (at least 2 s)\n"
-		"                after the agent stops renewing them\n"
-		"  --lend-reserve SIZE  bytes of an idle share its owner keeps for its own\n"
-		"                growth (default 64M; K, M, G suffixes)\n"
-		"  --reclaim-for-priority  when a cgroup shows memory pressure (PSI,\n"
-		"                memory.events high/max, refaults, steering), reclaim its\n"
-		"                lower-priority siblings (memory.reclaim), never below their\n"
-		"                memory.low/min (cgroup v2)\n"
-		"  --reclaim-step SIZE  bytes reclaimed at most per interval and pressured\n"
-		"                parent (default 32M)\n"
-		"  --priority CGROUP=N  the priority (0-1000) of the cgroup at this path\n"
-		"                (/sys/fs/cgroup/...); overrides its TIERALLOC_PRIORITY\n"
-		"                (repeatable; with --lend or --reclaim-for-priority)\n"
-		"  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
-		"  --version     print \"tierallocd VERSION\" and exit\n");
+	fprintf(
+	    f, "usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
+	       "[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
+	       "[--access damon|none] [--lend [--lend-reserve SIZE]] "
+	       "[--reclaim-for-priority [--reclaim-step SIZE]] [--priority CGROUP=N]... "
+	       "[--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]... "
+	       "[--btf PATH] [-h|--help] [--version]\n"
+	       "  --interval S  read and publish the counts every S seconds (default 0.25,\n"
+	       "                at least 0.05)\n"
+	       "  --rescan S    look for new segments every S seconds (default 2), and at\n"
+	       "                once when an unknown cgroup's pages are promoted\n"
+	       "  --print       print them each time, and the segments found and alarms raised\n"
+	       "  --stats       print the programs' run count and time too (BPF stats)\n"
+	       "  --once        attach, wait one interval, print, detach and exit\n"
+	       "  --metrics [ADDRESS:]PORT\n"
+	       "                serve the segments' metrics (Prometheus' text format) at\n"
+	       "                http://ADDRESS:PORT/metrics (ADDRESS 127.0.0.1 if left out)\n"
+	       "  --metrics-any allow a --metrics ADDRESS that is not a loopback one\n"
+	       "  --textfile PATH  write the same text into PATH every second (atomically)\n"
+	       "  --access damon  monitor the accesses of tieralloc processes with DAMON\n"
+	       "                (Linux >= 6.2 with DAMON's sysfs interface) and write each one\n"
+	       "                /dev/shm/tieralloc_access.PID for TIERALLOC_ACCESS=agent;\n"
+	       "                none (default): no access monitoring\n"
+	       "  --lend        lend idle fast-tier shares to containers that want more,\n"
+	       "                by TIERALLOC_PRIORITY; loans lapse 4 intervals (at least 2 s)\n"
+	       "                after the agent stops renewing them\n"
+	       "  --lend-reserve SIZE  bytes of an idle share its owner keeps for its own\n"
+	       "                growth (default 64M; K, M, G suffixes)\n"
+	       "  --reclaim-for-priority  when a cgroup shows memory pressure (PSI,\n"
+	       "                memory.events high/max, refaults, steering), reclaim its\n"
+	       "                lower-priority siblings (memory.reclaim), never below their\n"
+	       "                memory.low/min (cgroup v2)\n"
+	       "  --reclaim-step SIZE  bytes reclaimed at most per interval and pressured\n"
+	       "                parent (default 32M)\n"
+	       "  --priority CGROUP=N  the priority (0-1000) of the cgroup at this path\n"
+	       "                (/sys/fs/cgroup/...); overrides its TIERALLOC_PRIORITY\n"
+	       "                (repeatable; with --lend or --reclaim-for-priority)\n"
+	       "  --protect CGROUP  keep the cgroup's memory.low (cgroup v2) at its usage\n"
+	       "                plus headroom, within its parent's protection, so that reclaim\n"
+	       "                does not steal its working set (repeatable, at most 8)\n"
+	       "  --protect-interval MS  sample its memory.current every MS milliseconds\n"
+	       "                (1 to 1000, default 50), and early when its parent's limit is hit\n"
+	       "  --protect-expiry S  a request not renewed for S seconds (default 2) is undone:\n"
+	       "                memory.low goes back to what it was, also after a SIGKILL\n"
+	       "  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
+	       "  --version     print \"tierallocd VERSION\" and exit\n");
 }
 
 struct options {
@@ -261,6 +274,10 @@ struct options {
 	struct ta_agent_priority priorities[TA_AGENT_MAX_PRIORITIES];
 	unsigned npriorities;
 	const char *btf, *metrics, *textfile;
+	const char *protect[TA_PROTECT_MAX];
+	unsigned nprotect;
+	unsigned protect_interval_ms;
+	double protect_expiry; /* seconds */
 };
 
 /* "64M", "512K", "1G", "0": bytes, or -1 (a bad size). */
@@ -329,7 +346,10 @@ static int parse(int argc, char **argv, struct options *o)
 		OPT_LEND_RESERVE,
 		OPT_PRIORITY,
 		OPT_RECLAIM,
-		OPT_RECLAIM_STEP
+		OPT_RECLAIM_STEP,
+		OPT_PROTECT,
+		OPT_PROTECT_INTERVAL,
+		OPT_PROTECT_EXPIRY
 	};
 	static const struct option longopts[] = {
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -349,14 +369,19 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "priority", required_argument, NULL, OPT_PRIORITY },
 		{ "reclaim-for-priority", no_argument, NULL, OPT_RECLAIM },
 		{ "reclaim-step", required_argument, NULL, OPT_RECLAIM_STEP },
+		{ "protect", required_argument, NULL, OPT_PROTECT },
+		{ "protect-interval", required_argument, NULL, OPT_PROTECT_INTERVAL },
+		{ "protect-expiry", required_argument, NULL, OPT_PROTECT_EXPIRY },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .interval = 0.25,
 			       .rescan = 2,
 			       .lend_reserve = 64ull << 20,
 			       .reclaim_step = 32ull << 20,
+			       .protect_interval_ms = 50,
+			       .protect_expiry = 2,
 			       .btf = "/sys/kernel/btf/vmlinux" };
-	bool reserve_given = false, step_given = false;
+	bool reserve_given = false, step_given = false, protect_tuned = false;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
 		switch (c) {
@@ -450,6 +475,43 @@ static int parse(int argc, char **argv, struct options *o)
 			}
 			step_given = true;
 			break;
+		case OPT_PROTECT:
+			if (optarg[0] == '\0' || o->nprotect == TA_PROTECT_MAX) {
+				fprintf(stderr,
+					"tierallocd: bad --protect \"%s\" (a cgroup, at most %d of "
+					"them)\n",
+					optarg, TA_PROTECT_MAX);
+				return 2;
+			}
+			o->protect[o->nprotect++] = optarg;
+			break;
+		case OPT_PROTECT_INTERVAL: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (end == optarg || *end != '\0' || optarg[0] == '-' || v < 1 ||
+			    v > 1000) {
+				fprintf(
+				    stderr,
+				    "tierallocd: bad --protect-interval \"%s\" (milliseconds, 1 "
+				    "to 1000)\n",
+				    optarg);
+				return 2;
+			}
+			o->protect_interval_ms = (unsigned)v;
+			protect_tuned = true;
+			break;
+		}
+		case OPT_PROTECT_EXPIRY:
+			o->protect_expiry = seconds(optarg);
+			if (o->protect_expiry < 0) {
+				fprintf(stderr,
+					"tierallocd: bad --protect-expiry \"%s\" (seconds, 0.05 to "
+					"3600)\n",
+					optarg);
+				return 2;
+			}
+			protect_tuned = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -497,6 +559,21 @@ static int parse(int argc, char **argv, struct options *o)
 		usage(stderr);
 		return 2;
 	}
+	if (o->protect_expiry * 1000 < 4.0 * o->protect_interval_ms) {
+		fprintf(
+		    stderr,
+		    "tierallocd: --protect-expiry %g s is shorter than 4 --protect-interval (%u "
+		    "ms): requests would lapse between samples\n",
+		    o->protect_expiry, o->protect_interval_ms);
+		usage(stderr);
+		return 2;
+	}
+	if (protect_tuned && o->nprotect == 0) {
+		fprintf(stderr, "tierallocd: --protect-interval or --protect-expiry without "
+				"--protect\n");
+		usage(stderr);
+		return 2;
+	}
 	if (o->metrics_any && o->metrics == NULL) {
 		fprintf(stderr, "tierallocd: --metrics-any without --metrics\n");
 		usage(stderr);
@@ -521,9 +598,10 @@ struct agent {
 	struct ring_buffer *alerts;
 	struct alerted alerted;
 	struct ta_metrics_server *metrics;
-	struct ta_damon *damon;	    /* --access damon, when DAMON could be taken */
-	struct ta_reclaim *reclaim; /* --reclaim-for-priority, when libcgroup started */
-	bool textfile_failed;	    /* said once, until a write works again */
+	struct ta_damon *damon;		/* --access damon, when DAMON could be taken */
+	struct ta_reclaim *reclaim;	/* --reclaim-for-priority, when libcgroup started */
+	bool textfile_failed;		/* said once, until a write works again */
+	struct ta_protector *protector; /* --protect */
 };
 
 /* The metrics' text (ta_metrics_body): the segments as they are now. */
@@ -621,6 +699,19 @@ static int load_attach(const struct options *o, struct agent *ag)
 		else
 			printf("tierallocd: access: damon (one kdamond per process, 500 ms "
 			       "samples, 5 s aggregation)\n");
+	}
+	if (o->nprotect > 0) {
+		char err[PATH_MAX + 200];
+		struct ta_protector_opts po = { .interval_ms = o->protect_interval_ms,
+						.expiry_ms =
+						    (uint64_t)(o->protect_expiry * 1000 + 0.5),
+						.state_dir = "/run/tierallocd",
+						.print = o->print };
+		ag->protector = ta_protector_start(o->protect, o->nprotect, &po, err, sizeof(err));
+		if (ag->protector == NULL) {
+			fprintf(stderr, "tierallocd: %s\n", err);
+			return 1;
+		}
 	}
 	if (o->lend)
 		printf("tierallocd: lending idle shares (reserve %llu bytes)\n",
@@ -765,6 +856,7 @@ static void run(const struct options *o, struct agent *ag)
 /* The one way out: whatever load_attach() made, detached and freed. */
 static void cleanup(struct agent *ag)
 {
+	ta_protector_stop(ag->protector);
 	ta_damon_stop(ag->damon);
 	ta_reclaim_free(ag->reclaim);
 	ta_metrics_free(ag->metrics);

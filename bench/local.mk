@@ -93,3 +93,17 @@ bench-reclaim: tests/guest/reclaim_work$(EXEEXT) $(sbin_PROGRAMS)
 	$(SHELL) $(top_srcdir)/bench/run-reclaim.sh $(abs_top_builddir) $(abs_top_srcdir) \
 		$${BENCH_REPS:-5}
 .PHONY: bench-reclaim
+
+# Seed 004's experiment for policy 2 (tierallocd --protect, issue 17): the workloads and the 5 ms
+# polling arm (also used by tests/guest/protect.sh), and `make bench-protect` (BENCH_REPS rounds
+# of the three arms, default 15; BENCH_KERNEL, default 6.12). Needs the agent (HAVE_BPF).
+# bench/cgroup-write-cost.c (not built: it needs libcgroup) measured why the agent writes
+# memory.low with pwrite rather than through libcgroup (docs/DESIGN-NOTES.md).
+check_PROGRAMS += bench/protect-work bench/protect-poll
+bench_protect_work_SOURCES = bench/protect-work.c
+bench_protect_poll_SOURCES = bench/protect-poll.c
+EXTRA_DIST += bench/run-protect.sh bench/cgroup-write-cost.c
+bench-protect: bench/protect-work$(EXEEXT) bench/protect-poll$(EXEEXT) $(sbin_PROGRAMS)
+	$(SHELL) $(top_srcdir)/bench/run-protect.sh $(abs_top_builddir) $(abs_top_srcdir) \
+		$${BENCH_REPS:-15} $${BENCH_KERNEL:-6.12}
+.PHONY: bench-protect

@@ -18,7 +18,8 @@ tests_guest_access_sources_LDADD = -lpthread
 EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests/guest/enforce.sh \
 	tests/guest/plots.sh \
 	tests/guest/hotness.sh tests/guest/access_agent.sh tests/guest/lending.sh \
-	tests/guest/agent.sh tests/guest/footprint.sh tests/guest/sources.sh tests/guest/pressure.sh
+	tests/guest/agent.sh tests/guest/footprint.sh tests/guest/sources.sh tests/guest/pressure.sh \
+	tests/guest/protect.sh tests/guest/protect_lib.sh
 
 # The agent goes into the guest when it was built (its test says SKIP otherwise).
 if HAVE_BPF
@@ -37,7 +38,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		$(sbin_PROGRAMS)
 	@$(MKDIR_P) tests/guest
 	{ $(GUEST_RUN) --kernel $(GUEST_KERNEL) --env GUEST_KERNEL=$(GUEST_KERNEL) \
-		--timeout 1800 --with-python3 --module zram \
+		--timeout 1800 --with-python3 --module zram --module ext4 --module crc32c_generic \
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
 		--include $(abs_top_builddir)/tests/guest/placement \
@@ -48,6 +49,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		--include $(abs_top_builddir)/tests/unit/test_access_agent \
 		--include $(abs_top_builddir)/tests/quota/quota_hog \
 		--include $(abs_top_builddir)/bench/footprint-work \
+		--include $(abs_top_builddir)/bench/protect-work \
 		--include $(abs_top_builddir)/tests/quota/shm_peek \
 		--include $(abs_top_builddir)/tools/tieralloc-stat \
 		--include $(abs_top_srcdir)/tests/guest/lib.sh \
@@ -60,6 +62,8 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		--include $(abs_top_srcdir)/tests/guest/agent.sh \
 		--include $(abs_top_srcdir)/tests/guest/footprint.sh \
 		--include $(abs_top_srcdir)/tests/guest/sources.sh \
+		--include $(abs_top_srcdir)/tests/guest/protect_lib.sh \
+		--include $(abs_top_srcdir)/tests/guest/protect.sh \
 		--include $(abs_top_srcdir)/tests/guest/suite.sh -- \
 		$(abs_top_srcdir)/tests/guest/suite.sh $(abs_top_builddir) $(abs_top_srcdir); \
 		echo $$? >tests/guest/suite-$(GUEST_KERNEL).rc; } | tee tests/guest/suite-$(GUEST_KERNEL).out; \

@@ -121,4 +121,7 @@ sh "$S/tests/guest/lending.sh" "$B" "$S" || failed=1
 # 12. Reclaim for priority (issue 17 policy 1): a pressured container's lower-priority sibling is
 # reclaimed, never below its memory.low.
 sh "$S/tests/guest/pressure.sh" "$B" "$S" || failed=1
+# 13. Policy 2 (issue 17, seed 004): memory.low follows a victim reclaim steals from, and expires.
+# Last: it turns swap off (the seed's condition).
+sh "$S/tests/guest/protect.sh" "$B" "$S" || failed=1
 exit $failed

@@ -7,7 +7,7 @@ unit_tests = \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
 	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_stress \
 	tests/unit/test_access tests/unit/test_access_agent tests/unit/test_pack tests/unit/test_heatfile \
-	tests/unit/test_damon tests/unit/test_lend tests/unit/test_press
+	tests/unit/test_damon tests/unit/test_lend tests/unit/test_press tests/unit/test_protect
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -157,3 +157,10 @@ tests_unit_test_press_SOURCES = tests/unit/test_press.c tests/lib/test.h agent/p
 tests_unit_test_press_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
 tests_unit_test_press_CFLAGS = $(unit_cflags)
 tests_unit_test_press_LDADD = $(unit_ldadd)
+
+# Policy 2's decision (agent/protect.c, pure: tierallocd --protect).
+tests_unit_test_protect_SOURCES = tests/unit/test_protect.c tests/lib/test.h agent/protect.c \
+	agent/protect.h
+tests_unit_test_protect_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
+tests_unit_test_protect_CFLAGS = $(unit_cflags)
+tests_unit_test_protect_LDADD = $(unit_ldadd)

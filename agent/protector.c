@@ -1,0 +1,535 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Policy 2's runner (tierallocd --protect CGROUP, issue 17): a thread that samples each victim's
+ * memory.current and writes the memory.low that protect.c decides, and a lease keeper process
+ * that restores memory.low when the requests stop being renewed.
+ *
+ * - Hot path: the files are opened once and read and written with pread/pwrite. libcgroup's
+ *   cgroup_set_value_* opens, writes and closes the file on every write (docs/DESIGN-NOTES.md).
+ * - When: every interval (50 ms), and early when the parent's memory.events changes (the kernel
+ *   notifies pollers of it, at most every 10 ms, each time the parent's limit is hit: reclaim is
+ *   starting against its children), at most twice the timer's rate (run()).
+ * - Cap: the parent's protection less the siblings' claims (protect.c), refreshed every second;
+ *   a parent without protection files (the root cgroup) sets none.
+ * - Lease: every sample renews the request. A keeper process forked at start (named
+ *   tierallocd-lease) holds memory.low open; once a request has not been renewed for the expiry
+ *   (the agent hung, stopped, or was killed, SIGKILL included), it writes the original value back
+ *   (only if memory.low still holds what the agent wrote: a later administrator's write stands)
+ *   and, once the agent is gone and all is restored, exits. The original is also kept in
+ *   STATE_DIR/protect-INODE while raised, so that an agent started after both died takes it as
+ *   the floor again instead of the raised value.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "protector.h"
+
+/* What the agent and the keeper share (MAP_SHARED, made before the fork). */
+struct lease {
+	_Atomic uint64_t renewed_ns; /* CLOCK_MONOTONIC of the last renewal */
+	_Atomic uint64_t written;    /* what the agent last wrote to memory.low */
+	_Atomic uint64_t original;   /* what to restore */
+	_Atomic int raised;	     /* written != original and not restored */
+};
+
+struct victim {
+	char path[PATH_MAX], parent[PATH_MAX], state[PATH_MAX];
+	unsigned long long ino;
+	int fd_current, fd_low, fd_events; /* fd_events: the parent's memory.events, or -1 */
+	int fd_state;			   /* STATE_DIR/protect-INODE, or -1 */
+	uint64_t cap, cap_ns;
+	struct ta_protect_state st;
+	uint64_t events, errors;
+};
+
+struct ta_protector {
+	struct victim v[TA_PROTECT_MAX];
+	unsigned n;
+	struct ta_protect_cfg cfg;
+	uint64_t interval_ns, expiry_ns;
+	struct lease *lease; /* n of them */
+	int stop_pipe[2];    /* the thread's wake-up to stop */
+	int keeper_pipe;     /* write end: closed (or the agent dead) tells the keeper */
+	pid_t keeper;
+	pthread_t thread;
+	bool started, print;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A cgroup file's value through an open descriptor: 0, or -1. */
+static int pread_value(int fd, uint64_t *v)
+{
+	char buf[32];
+	ssize_t r = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (r <= 0)
+		return -1;
+	buf[r] = '\0';
+	return ta_protect_parse(buf, v);
+}
+
+static int pwrite_value(int fd, uint64_t v)
+{
+	char buf[32];
+	int len = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", v);
+	return pwrite(fd, buf, (size_t)len, 0) == len ? 0 : -1;
+}
+
+/* A file's value by path (open, read, close): the slow path, for the cap. */
+static int read_value(const char *dir, const char *name, uint64_t *v)
+{
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int rc = pread_value(fd, v);
+	close(fd);
+	return rc;
+}
+
+/* The parent's budget less the siblings' claims (ta_protect_cap). */
+static uint64_t parent_cap(const struct victim *v)
+{
+	uint64_t low, min;
+	if (read_value(v->parent, "memory.low", &low) != 0)
+		return UINT64_MAX; /* the root cgroup: no budget to keep within */
+	if (read_value(v->parent, "memory.min", &min) == 0 && min > low)
+		low = min;
+	uint64_t claims[64];
+	unsigned n = 0;
+	DIR *d = opendir(v->parent);
+	if (d == NULL)
+		return low;
+	for (struct dirent *e; (e = readdir(d)) != NULL && n < 64;) {
+		if (e->d_type != DT_DIR || e->d_name[0] == '.')
+			continue;
+		char sib[PATH_MAX];
+		if (snprintf(sib, sizeof(sib), "%s/%s", v->parent, e->d_name) >= (int)sizeof(sib) ||
+		    strcmp(sib, v->path) == 0)
+			continue;
+		uint64_t sl, sc;
+		if (read_value(sib, "memory.low", &sl) == 0 &&
+		    read_value(sib, "memory.current", &sc) == 0)
+			claims[n++] = sl < sc ? sl : sc;
+	}
+	closedir(d);
+	return ta_protect_cap(low, claims, n);
+}
+
+/* The state file's one record, fixed width: one pwrite replaces it whole. */
+static void state_write(const struct victim *v, uint64_t original, uint64_t written)
+{
+	char rec[64];
+	int len = snprintf(rec, sizeof(rec), "original=%020" PRIu64 " written=%020" PRIu64 "\n",
+			   original, written);
+	if (v->fd_state >= 0 && pwrite(v->fd_state, rec, (size_t)len, 0) != len)
+		return;
+}
+
+/* ---- the keeper (a child process: system calls and snprintf only, no allocation) ---- */
+
+static void keeper_say(const char *path, uint64_t from, uint64_t to)
+{
+	char line[PATH_MAX + 128];
+	int len = snprintf(line, sizeof(line),
+			   "tierallocd-lease: %s: request expired, memory.low %" PRIu64
+			   " -> %" PRIu64 " (the original)\n",
+			   path, from, to);
+	if (len > 0 && write(STDOUT_FILENO, line, (size_t)len) < 0)
+		return;
+}
+
+static void keeper(struct ta_protector *p, int rd)
+{
+	signal(SIGINT, SIG_IGN); /* a terminal's ^C or a SIGTERM is the agent's to act on */
+	signal(SIGTERM, SIG_IGN);
+	prctl(PR_SET_NAME, "tierallocd-lease");
+	/* Only what it needs: the agent's BPF links, segments and sockets must not outlive it. */
+	long maxfd = sysconf(_SC_OPEN_MAX);
+	for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++) {
+		bool keep = fd == rd;
+		for (unsigned i = 0; i < p->n; i++)
+			keep |= fd == p->v[i].fd_low;
+		if (!keep)
+			close(fd);
+	}
+	bool agent_gone = false;
+	int tick_ms = (int)(p->expiry_ns / 4000000u);
+	for (;;) {
+		struct pollfd pfd = { .fd = rd, .events = POLLIN };
+		if (!agent_gone && poll(&pfd, 1, tick_ms < 10 ? 10 : tick_ms) > 0) {
+			char c;
+			if (read(rd, &c, 1) <= 0)
+				agent_gone = true; /* closed: stopped, or killed */
+		} else if (agent_gone) {
+			poll(NULL, 0, tick_ms < 10 ? 10 : tick_ms);
+		}
+		uint64_t now = now_ns();
+		unsigned raised = 0;
+		for (unsigned i = 0; i < p->n; i++) {
+			struct lease *l = &p->lease[i];
+			if (!atomic_load(&l->raised))
+				continue;
+			if (now - atomic_load(&l->renewed_ns) < p->expiry_ns) {
+				raised++;
+				continue;
+			}
+			uint64_t cur, w = atomic_load(&l->written),
+				      orig = atomic_load(&l->original);
+			if (pread_value(p->v[i].fd_low, &cur) == 0 && cur == w &&
+			    pwrite_value(p->v[i].fd_low, orig) == 0)
+				keeper_say(p->v[i].path, w, orig);
+			atomic_store(&l->raised, 0);
+		}
+		if (agent_gone && raised == 0) {
+			for (unsigned i = 0; i < p->n; i++)
+				unlink(p->v[i].state);
+			_exit(0);
+		}
+	}
+}
+
+/* ---- the thread ---- */
+
+static void say_write(const struct victim *v, uint64_t from, uint64_t to, enum ta_protect_why why,
+		      uint64_t usage)
+{
+	static const char *const words[TA_PROTECT_NWHY] = { "none", "grow", "decay" };
+	char cap[32] = "none";
+	if (v->cap != UINT64_MAX)
+		snprintf(cap, sizeof(cap), "%" PRIu64, v->cap);
+	printf("tierallocd: protect %s: memory.low %" PRIu64 " -> %" PRIu64 " (%s; usage %" PRIu64
+	       ", cap %s)\n",
+	       v->path, from, to, words[why], usage, cap);
+	fflush(stdout);
+}
+
+static void sample(struct ta_protector *p, unsigned i, uint64_t now)
+{
+	struct victim *v = &p->v[i];
+	struct lease *l = &p->lease[i];
+	uint64_t usage, value;
+	if (now - v->cap_ns >= 1000000000u) {
+		v->cap = parent_cap(v);
+		v->cap_ns = now;
+		/* Someone else wrote memory.low meanwhile: theirs is the new floor. */
+		uint64_t low;
+		if (pread_value(v->fd_low, &low) == 0 && low != v->st.written) {
+			printf("tierallocd: protect %s: memory.low set to %" PRIu64
+			       " by someone else: the new floor\n",
+			       v->path, low);
+			v->st.original = v->st.written = low;
+			atomic_store(&l->original, low);
+			atomic_store(&l->written, low);
+			atomic_store(&l->raised, 0);
+			state_write(v, low, low);
+		}
+	}
+	if (pread_value(v->fd_current, &usage) != 0) {
+		v->errors++;
+		return;
+	}
+	uint64_t before = v->st.written;
+	enum ta_protect_why why = ta_protect_sample(&p->cfg, &v->st, usage, v->cap, now, &value);
+	atomic_store(&l->renewed_ns, now);
+	if (why == TA_PROTECT_NONE)
+		return;
+	bool raise = value != v->st.original;
+	/* The lease first: the keeper, or the next agent, must know what to restore before
+	 * memory.low is raised. */
+	state_write(v, v->st.original, value);
+	atomic_store(&l->written, value);
+	atomic_store(&l->raised, raise ? 1 : 0);
+	if (pwrite_value(v->fd_low, value) != 0) {
+		v->errors++;
+		v->st.written = before;
+		atomic_store(&l->written, before);
+		atomic_store(&l->raised, before != v->st.original);
+		state_write(v, v->st.original, before);
+		return;
+	}
+	say_write(v, before, value, why, usage);
+}
+
+/* Sample every interval, and early when the parent's memory.events changes: its limit was hit,
+ * reclaim is starting. The kernel notifies at most every 10 ms, which under steady pressure
+ * would be a sample per notification; the events are watched only from half an interval after
+ * the last sample, so that the samples stay at most twice the timer's rate. */
+static void *run(void *arg)
+{
+	struct ta_protector *p = arg;
+	struct pollfd fds[1 + TA_PROTECT_MAX];
+	unsigned owner[1 + TA_PROTECT_MAX];
+	uint64_t last = 0, half = p->interval_ns / 2;
+	for (;;) {
+		uint64_t since = now_ns() - last;
+		bool watch = since >= half;
+		uint64_t wait_ns = since >= p->interval_ns ? 0
+				   : watch		   ? p->interval_ns - since
+							   : half - since;
+		nfds_t nfds = 0;
+		fds[nfds++] = (struct pollfd){ .fd = p->stop_pipe[0], .events = POLLIN };
+		for (unsigned i = 0; watch && i < p->n; i++)
+			if (p->v[i].fd_events >= 0) {
+				owner[nfds] = i;
+				fds[nfds++] =
+				    (struct pollfd){ .fd = p->v[i].fd_events, .events = POLLPRI };
+			}
+		int ready = poll(fds, nfds, (int)((wait_ns + 999999) / 1000000));
+		if (ready > 0 && fds[0].revents != 0)
+			return NULL;
+		bool event = false;
+		for (nfds_t k = 1; ready > 0 && k < nfds; k++)
+			if (fds[k].revents & (POLLPRI | POLLERR)) {
+				char buf[512];
+				/* Read to re-arm the notification. */
+				if (pread(fds[k].fd, buf, sizeof(buf), 0) < 0)
+					p->v[owner[k]].errors++;
+				p->v[owner[k]].events++;
+				event = true;
+			}
+		uint64_t now = now_ns();
+		if (!event && now - last < p->interval_ns)
+			continue;
+		last = now;
+		for (unsigned i = 0; i < p->n; i++)
+			sample(p, i, now);
+	}
+}
+
+/* ---- start and stop ---- */
+
+static int open_victim(struct victim *v, const char *arg, const char *state_dir, char *err,
+		       size_t errlen)
+{
+	if (arg[0] == '/')
+		snprintf(v->path, sizeof(v->path), "%s", arg);
+	else
+		snprintf(v->path, sizeof(v->path), "/sys/fs/cgroup/%s", arg);
+	size_t len = strlen(v->path);
+	while (len > 1 && v->path[len - 1] == '/')
+		v->path[--len] = '\0';
+	struct stat st;
+	if (stat(v->path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "--protect %s: no such cgroup (%s)", arg, v->path);
+		return -1;
+	}
+	v->ino = (unsigned long long)st.st_ino;
+	snprintf(v->parent, sizeof(v->parent), "%s", v->path);
+	char *slash = strrchr(v->parent, '/');
+	if (slash != NULL && slash != v->parent)
+		*slash = '\0';
+	snprintf(v->state, sizeof(v->state), "%s/protect-%llu", state_dir, v->ino);
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/memory.current", v->path);
+	v->fd_current = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/memory.low", v->path);
+	v->fd_low = open(path, O_RDWR | O_CLOEXEC);
+	if (v->fd_current < 0 || v->fd_low < 0) {
+		snprintf(err, errlen,
+			 "--protect %s: cannot open its memory.current and memory.low (%s): "
+			 "policy 2 needs cgroup v2's memory controller",
+			 arg, strerror(errno));
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/memory.events", v->parent);
+	v->fd_events = open(path, O_RDONLY | O_CLOEXEC);
+	return 0;
+}
+
+/* The floor: memory.low now, or the original an earlier agent recorded if memory.low still
+ * holds what that agent wrote. */
+static uint64_t find_original(const struct victim *v)
+{
+	uint64_t low = 0, orig, written;
+	pread_value(v->fd_low, &low);
+	FILE *f = fopen(v->state, "re");
+	if (f == NULL)
+		return low;
+	int got = fscanf(f, "original=%" SCNu64 " written=%" SCNu64, &orig, &written);
+	fclose(f);
+	if (got == 2 && written == low) {
+		printf("tierallocd: protect %s: memory.low %" PRIu64
+		       " was raised by an earlier agent; its original %" PRIu64 " is the floor\n",
+		       v->path, low, orig);
+		return orig;
+	}
+	return low;
+}
+
+struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
+					const struct ta_protector_opts *o, char *err, size_t errlen)
+{
+	if (n == 0 || n > TA_PROTECT_MAX) {
+		snprintf(err, errlen, "--protect: 1 to %d cgroups", TA_PROTECT_MAX);
+		return NULL;
+	}
+	struct ta_protector *p = calloc(1, sizeof(*p));
+	if (p == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	p->cfg = ta_protect_default_cfg;
+	p->interval_ns = o->interval_ms * 1000000u;
+	p->expiry_ns = o->expiry_ms * 1000000u;
+	p->print = o->print;
+	p->stop_pipe[0] = p->stop_pipe[1] = p->keeper_pipe = -1;
+	p->keeper = -1;
+	for (unsigned i = 0; i < TA_PROTECT_MAX; i++)
+		p->v[i].fd_current = p->v[i].fd_low = p->v[i].fd_events = p->v[i].fd_state = -1;
+	mkdir(o->state_dir, 0755);
+	for (unsigned i = 0; i < n; i++, p->n++)
+		if (open_victim(&p->v[i], cgroups[i], o->state_dir, err, errlen) != 0)
+			goto fail;
+	p->lease = mmap(NULL, sizeof(struct lease) * n, PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p->lease == MAP_FAILED) {
+		p->lease = NULL;
+		snprintf(err, errlen, "--protect: mmap: %s", strerror(errno));
+		goto fail;
+	}
+	uint64_t now = now_ns();
+	for (unsigned i = 0; i < n; i++) {
+		struct victim *v = &p->v[i];
+		uint64_t orig = find_original(v);
+		ta_protect_init(&v->st, orig);
+		/* memory.low may still hold an earlier agent's raise: written is what it holds. */
+		pread_value(v->fd_low, &v->st.written);
+		atomic_store(&p->lease[i].original, orig);
+		atomic_store(&p->lease[i].written, v->st.written);
+		atomic_store(&p->lease[i].renewed_ns, now);
+		atomic_store(&p->lease[i].raised, v->st.written != orig);
+		v->fd_state = open(v->state, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (v->fd_state < 0)
+			printf(
+			    "tierallocd: protect %s: no state file %s (%s): a restart after the "
+			    "lease keeper died too would take a raised memory.low as the floor\n",
+			    v->path, v->state, strerror(errno));
+		state_write(v, orig, v->st.written);
+		v->cap = parent_cap(v);
+		v->cap_ns = now;
+	}
+	int kp[2];
+	if (pipe2(p->stop_pipe, O_CLOEXEC) != 0 || pipe2(kp, O_CLOEXEC) != 0) {
+		snprintf(err, errlen, "--protect: pipe: %s", strerror(errno));
+		goto fail;
+	}
+	fflush(stdout);
+	p->keeper = fork();
+	if (p->keeper < 0) {
+		snprintf(err, errlen, "--protect: fork: %s", strerror(errno));
+		close(kp[0]);
+		close(kp[1]);
+		goto fail;
+	}
+	if (p->keeper == 0) {
+		close(kp[1]);
+		keeper(p, kp[0]);
+	}
+	close(kp[0]);
+	p->keeper_pipe = kp[1];
+	if (pthread_create(&p->thread, NULL, run, p) != 0) {
+		snprintf(err, errlen, "--protect: cannot start its thread");
+		goto fail;
+	}
+	p->started = true;
+	for (unsigned i = 0; i < n; i++)
+		printf("tierallocd: protecting %s (memory.low %" PRIu64 " now, the floor %" PRIu64
+		       "; cap %s; woken by %s every %" PRIu64 " ms; lease %" PRIu64
+		       " ms, keeper pid %d)\n",
+		       p->v[i].path, p->v[i].st.written, p->v[i].st.original,
+		       p->v[i].cap == UINT64_MAX ? "none (the parent is the root)" : "the parent's",
+		       p->v[i].fd_events >= 0 ? "the parent's memory.events and" : "a timer",
+		       o->interval_ms, o->expiry_ms, (int)p->keeper);
+	fflush(stdout);
+	return p;
+fail:
+	ta_protector_stop(p);
+	return NULL;
+}
+
+void ta_protector_report(const struct ta_protector *p, FILE *f)
+{
+	for (unsigned i = 0; p != NULL && i < p->n; i++) {
+		const struct victim *v = &p->v[i];
+		fprintf(f,
+			"tierallocd: protect %s: samples=%" PRIu64 " events=%" PRIu64
+			" falls=%" PRIu64 " grow=%" PRIu64 " decay=%" PRIu64 " capped=%" PRIu64
+			" errors=%" PRIu64 " memory.low=%" PRIu64 "\n",
+			v->path, v->st.samples, v->events, v->st.falls,
+			v->st.writes[TA_PROTECT_GROW], v->st.writes[TA_PROTECT_DECAY], v->st.capped,
+			v->errors, v->st.written);
+	}
+}
+
+void ta_protector_stop(struct ta_protector *p)
+{
+	if (p == NULL)
+		return;
+	if (p->started) {
+		if (write(p->stop_pipe[1], "x", 1) < 0)
+			perror("tierallocd: protect");
+		pthread_join(p->thread, NULL);
+		ta_protector_report(p, stdout);
+	}
+	/* Restore what was raised, then let the keeper go with nothing left to do. */
+	for (unsigned i = 0; i < p->n; i++) {
+		struct victim *v = &p->v[i];
+		if (p->lease == NULL || !atomic_load(&p->lease[i].raised))
+			continue;
+		uint64_t cur;
+		if (pread_value(v->fd_low, &cur) == 0 && cur == v->st.written &&
+		    pwrite_value(v->fd_low, v->st.original) == 0)
+			printf("tierallocd: protect %s: stopped, memory.low %" PRIu64 " -> %" PRIu64
+			       " (the original)\n",
+			       v->path, cur, v->st.original);
+		atomic_store(&p->lease[i].raised, 0);
+	}
+	for (unsigned i = 0; i < p->n; i++)
+		if (p->v[i].fd_state >= 0)
+			unlink(p->v[i].state);
+	if (p->keeper_pipe >= 0)
+		close(p->keeper_pipe);
+	if (p->keeper > 0)
+		waitpid(p->keeper, NULL, 0);
+	for (unsigned i = 0; i < p->n; i++) {
+		if (p->v[i].fd_current >= 0)
+			close(p->v[i].fd_current);
+		if (p->v[i].fd_low >= 0)
+			close(p->v[i].fd_low);
+		if (p->v[i].fd_events >= 0)
+			close(p->v[i].fd_events);
+		if (p->v[i].fd_state >= 0)
+			close(p->v[i].fd_state);
+	}
+	if (p->stop_pipe[0] >= 0) {
+		close(p->stop_pipe[0]);
+		close(p->stop_pipe[1]);
+	}
+	if (p->lease != NULL)
+		munmap(p->lease, sizeof(struct lease) * p->n);
+	free(p);
+	fflush(stdout);
+}

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* Policy 2's runner (agent/protector.c): tierallocd --protect CGROUP. */
+#ifndef TA_PROTECTOR_H
+#define TA_PROTECTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "protect.h"
+
+struct ta_protector_opts {
+	uint64_t interval_ms;  /* sample at least this often */
+	uint64_t expiry_ms;    /* a request not renewed for this long is undone */
+	const char *state_dir; /* where the originals are kept while raised */
+	bool print;
+};
+
+struct ta_protector;
+
+/* Open the victims' files (CGROUP: a path under /sys/fs/cgroup, or absolute), fork the lease
+ * keeper and start sampling: the protector, or NULL with the reason in err. */
+struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
+					const struct ta_protector_opts *o, char *err,
+					size_t errlen);
+/* The counters, a line per victim. */
+void ta_protector_report(const struct ta_protector *p, FILE *f);
+/* Stop sampling, restore the original memory.low values, let the keeper go. NULL: nothing. */
+void ta_protector_stop(struct ta_protector *p);
+
+#endif
