@@ -38,7 +38,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		$(sbin_PROGRAMS)
 	@$(MKDIR_P) tests/guest
 	{ $(GUEST_RUN) --kernel $(GUEST_KERNEL) --env GUEST_KERNEL=$(GUEST_KERNEL) \
-		--timeout 1800 --with-python3 --module zram --module ext4 --module crc32c_generic \
+		--timeout 2400 --with-python3 --module zram --module ext4 --module crc32c_generic \
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
 		--include $(abs_top_builddir)/tests/guest/placement \
