@@ -34,12 +34,12 @@
 
 /* What it costs (bench/run-access-agent.sh, 1 GiB, TCG guest, docs/DESIGN-NOTES.md): the
  * kdamond's share of a core goes with the sampling rate, the agent thread's with the regions it
- * reads (three sysfs files each) per round. 500 ms samples and at most 128 regions, and a round
+ * reads (three sysfs files each) per round. 500 ms samples and at most 64 regions, and a round
  * no more often than keeps the thread within CPU_BUDGET_PCT of a core. */
 #define SAMPLE_US      500000u
 #define AGGR_US	       5000000u
 #define MIN_REGIONS    10u
-#define MAX_REGIONS    128u
+#define MAX_REGIONS    64u
 #define CPU_BUDGET_PCT 1u
 
 struct monitored {
