@@ -7,8 +7,12 @@
 #   protect.follows   with the agent, A's memory.low (1M before: the administrator's) comes to
 #                     cover A's usage, stays within T's 64M, and follows A when a second reader
 #                     grows it by 16 MiB.
-#   protect.less_stolen  the same 64 MiB burst in C, without the agent and then with it: A
-#                     loses less than half as many pages with it (pgsteal of A over the burst).
+#   protect.less_stolen  the same 64 MiB burst in C (held 15 s, as in the bench), without the
+#                     agent and then with it: A loses less than half as many pages with it
+#                     (pgsteal of A over the burst). Without the agent a burst steals either
+#                     nothing or tens of thousands of pages (MGLRU: 3 of 6 bursts held 6 s
+#                     stole nothing on 6.1), so that arm is repeated, up to 3 bursts, until
+#                     one steals: a scenario that steals nothing shows nothing to protect.
 #   protect.expires   after SIGKILL of the agent, the lease keeper restores A's memory.low to
 #                     1M once the 2 s lease runs out (waited for GUARD_S at most; the time is
 #                     printed), removes its state file and exits; it held no more
@@ -44,10 +48,10 @@ echo $ORIG >$T/a/memory.low
 scen_start $W || { fail protect.setup "the victim never read its file"; exit 1; }
 sleep 3
 
-# burst NAME: the 64 MiB burst in C, held 6 s; A's pgsteal over it in $burst_stolen.
+# burst NAME: the 64 MiB burst in C, held 15 s; A's pgsteal over it in $burst_stolen.
 burst() {
 	s0=$(stolen)
-	in_cg $T/c "$W/burst-$1.out" "$PW" burst 64 6
+	in_cg $T/c "$W/burst-$1.out" "$PW" burst 64 15
 	wait $!
 	sleep 1
 	burst_stolen=$(($(stolen) - s0))
@@ -66,9 +70,13 @@ raised() { [ "$(low_of)" -gt $ORIG ]; }
 at_orig() { [ "$(low_of)" -eq $ORIG ]; }
 gone() { ! kill -0 "$1" 2>/dev/null; }
 
-burst off
-off=$burst_stolen
-echo "   without the agent: A lost $off pages to the burst; memory.low $(low_of)"
+off=0
+for try in 1 2 3; do
+	burst off-$try
+	off=$burst_stolen
+	echo "   without the agent, burst $try: A lost $off pages; memory.low $(low_of)"
+	[ "$off" -gt 0 ] && break
+done
 
 agent_start 1
 if ! until_true covers; then
@@ -100,7 +108,9 @@ fi
 burst on
 on=$burst_stolen
 echo "   with the agent: A lost $on pages to the burst; memory.low $(low_of)"
-if [ "$off" -gt 0 ] && [ $((2 * on)) -lt "$off" ]; then
+if [ "$off" -eq 0 ]; then
+	fail protect.less_stolen "$try bursts without the agent stole nothing from A: nothing to compare"
+elif [ $((2 * on)) -lt "$off" ]; then
 	pass protect.less_stolen
 else
 	fail protect.less_stolen "A lost $on pages with the agent, $off without"
