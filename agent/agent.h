@@ -118,6 +118,10 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		      const struct ta_reclaim_config *cfg);
 /* Its counters in Prometheus' text format: 0, or -1 on a write error. */
 int ta_reclaim_metrics(struct ta_reclaim *r, FILE *f);
+/* A line per cgroup it knows into the status file (status.h): priority, why it is pressured now,
+ * the counters, the seconds since it was last asked to give memory and the priority it gave
+ * for. 0, or -1 on a write error. */
+int ta_reclaim_status(struct ta_reclaim *r, FILE *f);
 void ta_reclaim_free(struct ta_reclaim *r);
 
 /* ---- segments.c ---- */

@@ -5,7 +5,8 @@ if HAVE_BPF
 sbin_PROGRAMS = agent/tierallocd
 agent_tierallocd_SOURCES = agent/tierallocd.c agent/agent.h agent/tally.c agent/segments.c \
 	agent/lend.c agent/pressure.c agent/reclaim.c agent/cgstat.c agent/cgctl.c agent/cgctl.h agent/metrics.c \
-	agent/damon.c agent/protect.c agent/protect.h agent/protector.c agent/protector.h \
+	agent/damon.c agent/protect.c agent/protect.h agent/protector.c agent/protector.h agent/status.c agent/status.h \
+	tools/policies.h \
 	tools/prom.c tools/prom.h bpf/migrations.h \
 	src/quota/shm_abi.c src/enforce/heatfile.c src/enforce/heatfile.h
 nodist_agent_tierallocd_SOURCES = bpf/migrations.skel.h

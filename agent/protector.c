@@ -56,6 +56,13 @@ struct victim {
 	uint64_t cap, cap_ns;
 	struct ta_protect_state st;
 	uint64_t events, errors;
+	uint64_t usage, last_write_ns; /* the last sample; the last write (0: none) */
+};
+
+/* What ta_protector_status() shows, copied from the thread's victims after each round. */
+struct snapshot {
+	uint64_t written, original, usage, cap, last_write_ns;
+	uint64_t samples, events, falls, grows, decays, capped, errors;
 };
 
 struct ta_protector {
@@ -69,6 +76,8 @@ struct ta_protector {
 	pid_t keeper;
 	pthread_t thread;
 	bool started, print;
+	pthread_mutex_t snap_lock;
+	struct snapshot snap[TA_PROTECT_MAX];
 };
 
 static uint64_t now_ns(void)
@@ -251,6 +260,7 @@ static void sample(struct ta_protector *p, unsigned i, uint64_t now)
 		v->errors++;
 		return;
 	}
+	v->usage = usage;
 	uint64_t before = v->st.written;
 	enum ta_protect_why why = ta_protect_sample(&p->cfg, &v->st, usage, v->cap, now, &value);
 	atomic_store(&l->renewed_ns, now);
@@ -270,7 +280,29 @@ static void sample(struct ta_protector *p, unsigned i, uint64_t now)
 		state_write(v, v->st.original, before);
 		return;
 	}
+	v->last_write_ns = now;
 	say_write(v, before, value, why, usage);
+}
+
+static void snapshot_take(struct ta_protector *p)
+{
+	pthread_mutex_lock(&p->snap_lock);
+	for (unsigned i = 0; i < p->n; i++) {
+		const struct victim *v = &p->v[i];
+		p->snap[i] = (struct snapshot){ .written = v->st.written,
+						.original = v->st.original,
+						.usage = v->usage,
+						.cap = v->cap,
+						.last_write_ns = v->last_write_ns,
+						.samples = v->st.samples,
+						.events = v->events,
+						.falls = v->st.falls,
+						.grows = v->st.writes[TA_PROTECT_GROW],
+						.decays = v->st.writes[TA_PROTECT_DECAY],
+						.capped = v->st.capped,
+						.errors = v->errors };
+	}
+	pthread_mutex_unlock(&p->snap_lock);
 }
 
 /* Sample every interval, and early when the parent's memory.events changes: its limit was hit,
@@ -316,6 +348,7 @@ static void *run(void *arg)
 		last = now;
 		for (unsigned i = 0; i < p->n; i++)
 			sample(p, i, now);
+		snapshot_take(p);
 	}
 }
 
@@ -397,6 +430,7 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 	p->print = o->print;
 	p->stop_pipe[0] = p->stop_pipe[1] = p->keeper_pipe = -1;
 	p->keeper = -1;
+	pthread_mutex_init(&p->snap_lock, NULL);
 	for (unsigned i = 0; i < TA_PROTECT_MAX; i++)
 		p->v[i].fd_current = p->v[i].fd_low = p->v[i].fd_events = p->v[i].fd_state = -1;
 	mkdir(o->state_dir, 0755);
@@ -431,6 +465,7 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 		v->cap = parent_cap(v);
 		v->cap_ns = now;
 	}
+	snapshot_take(p);
 	int kp[2];
 	if (pipe2(p->stop_pipe, O_CLOEXEC) != 0 || pipe2(kp, O_CLOEXEC) != 0) {
 		snprintf(err, errlen, "--protect: pipe: %s", strerror(errno));
@@ -484,6 +519,34 @@ void ta_protector_report(const struct ta_protector *p, FILE *f)
 	}
 }
 
+int ta_protector_status(struct ta_protector *p, FILE *f)
+{
+	uint64_t now = now_ns();
+	int rc = 0;
+	pthread_mutex_lock(&p->snap_lock);
+	for (unsigned i = 0; i < p->n && rc == 0; i++) {
+		const struct snapshot *s = &p->snap[i];
+		char cap[24] = "max", ago[24] = "never";
+		if (s->cap != UINT64_MAX)
+			snprintf(cap, sizeof(cap), "%" PRIu64, s->cap);
+		if (s->last_write_ns != 0)
+			snprintf(ago, sizeof(ago), "%" PRIu64,
+				 (now - s->last_write_ns) / 1000000000u);
+		if (fprintf(f,
+			    "protect low_bytes=%" PRIu64 " original_bytes=%" PRIu64
+			    " usage_bytes=%" PRIu64 " cap_bytes=%s samples=%" PRIu64
+			    " events=%" PRIu64 " falls=%" PRIu64 " raises=%" PRIu64
+			    " decays=%" PRIu64 " capped=%" PRIu64 " errors=%" PRIu64
+			    " last_write_s=%s",
+			    s->written, s->original, s->usage, cap, s->samples, s->events, s->falls,
+			    s->grows, s->decays, s->capped, s->errors, ago) < 0 ||
+		    ta_status_path(f, "path", p->v[i].path) != 0 || fputc('\n', f) < 0)
+			rc = -1;
+	}
+	pthread_mutex_unlock(&p->snap_lock);
+	return rc;
+}
+
 void ta_protector_stop(struct ta_protector *p)
 {
 	if (p == NULL)
@@ -530,6 +593,7 @@ void ta_protector_stop(struct ta_protector *p)
 	}
 	if (p->lease != NULL)
 		munmap(p->lease, sizeof(struct lease) * p->n);
+	pthread_mutex_destroy(&p->snap_lock);
 	free(p);
 	fflush(stdout);
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "protect.h"
+#include "status.h"
 
 struct ta_protector_opts {
 	uint64_t interval_ms;  /* sample at least this often */
@@ -25,6 +26,10 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 					size_t errlen);
 /* The counters, a line per victim. */
 void ta_protector_report(const struct ta_protector *p, FILE *f);
+/* Each victim's line of the status file (status.h): memory.low, the original, the usage and the
+ * cap as of the last round, the counters, the seconds since the last write. 0, or -1 if f
+ * failed. */
+int ta_protector_status(struct ta_protector *p, FILE *f);
 /* Stop sampling, restore the original memory.low values, let the keeper go. NULL: nothing. */
 void ta_protector_stop(struct ta_protector *p);
 

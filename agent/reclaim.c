@@ -24,6 +24,7 @@
 
 #include "agent.h"
 #include "cgctl.h"
+#include "status.h"
 
 #define MiB (1024.0 * 1024.0)
 
@@ -42,6 +43,12 @@ struct entry {
 	uint64_t dropped;	   /* requests dropped before their end (pressure gone) */
 	bool queued;		   /* a request to it is queued or under way */
 	bool wanted;		   /* the last round asked to reclaim it */
+	/* The last decision, for the status file: why it is pressured now (0: it is not); when
+	 * it was last asked to give memory, and for whom. */
+	unsigned why_now;
+	uint64_t last_request_ns;
+	uint32_t last_for_priority;
+	char last_for[TA_SHM_PATH_MAX + 1];
 };
 
 /* A write to one victim, for the worker. */
@@ -287,6 +294,7 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		e->calm = c->calm;
 		if (c->why != 0)
 			e->pressured_rounds++;
+		e->why_now = c->why;
 		e->wanted = c->reclaim > 0;
 		if (c->reclaim == 0)
 			continue;
@@ -316,6 +324,10 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		job->bytes = c->reclaim;
 		job->before = c->now.current;
 		e->queued = true;
+		e->last_request_ns = mono_ns();
+		e->last_for_priority = hi->priority;
+		if (hi != e) /* never the same, but the compiler cannot tell */
+			memcpy(e->last_for, hi->path, sizeof(e->last_for));
 		e->requests++;
 		e->requested += c->reclaim;
 		pthread_cond_signal(&r->wake);
@@ -371,6 +383,43 @@ static int metrics(const struct ta_reclaim *r, FILE *f)
 		}
 	}
 	return 0;
+}
+
+int ta_reclaim_status(struct ta_reclaim *r, FILE *f)
+{
+	pthread_mutex_lock(&r->lock);
+	uint64_t now = mono_ns();
+	int rc = 0;
+	for (unsigned i = 0; i < r->n && rc == 0; i++) {
+		const struct entry *e = &r->e[i];
+		char why[64] = " none", ago[24] = "never";
+		if (e->why_now != 0)
+			why_text(e->why_now, why, sizeof(why));
+		/* why_text's words are separated by spaces: one value, joined by commas. */
+		for (char *w = why + 1; *w != '\0'; w++)
+			if (*w == ' ')
+				*w = ',';
+		if (e->last_request_ns != 0)
+			snprintf(ago, sizeof(ago), "%llu",
+				 (unsigned long long)((now - e->last_request_ns) / 1000000000u));
+		if (fprintf(f,
+			    "reclaim priority=%u pressured=%s pressured_rounds=%llu requests=%llu "
+			    "asked_bytes=%llu freed_bytes=%llu short=%llu dropped=%llu "
+			    "last_request_s=%s",
+			    e->priority, why + 1, (unsigned long long)e->pressured_rounds,
+			    (unsigned long long)e->requests, (unsigned long long)e->requested,
+			    (unsigned long long)e->reclaimed, (unsigned long long)e->short_writes,
+			    (unsigned long long)e->dropped, ago) < 0)
+			rc = -1;
+		else if (e->last_request_ns != 0 &&
+			 (fprintf(f, " for_priority=%u", e->last_for_priority) < 0 ||
+			  ta_status_path(f, "for", e->last_for) != 0))
+			rc = -1;
+		else if (ta_status_path(f, "path", e->path) != 0 || fputc('\n', f) < 0)
+			rc = -1;
+	}
+	pthread_mutex_unlock(&r->lock);
+	return rc;
 }
 
 int ta_reclaim_metrics(struct ta_reclaim *r, FILE *f)

@@ -12,7 +12,12 @@
  *              [--access damon|none] [--lend [--lend-reserve SIZE]]
  *              [--reclaim-for-priority [--reclaim-step SIZE]] [--priority CGROUP=N]...
  *              [--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]...
+ *              [--status FILE]
  *              [--btf PATH] [-h|--help] [--version]
+ *
+ * With a policy (--reclaim-for-priority, --protect) it rewrites the policies' status file
+ * (status.h; /run/tierallocd/policies, or --status FILE) every second, which tieralloc-stat
+ * shows, and removes it when it stops.
  *
  * With --access damon it also monitors the accesses of the processes in the segments' slots
  * with DAMON and writes each an access file (damon.c), which TIERALLOC_ACCESS=agent reads.
@@ -60,6 +65,7 @@
 #include "agent.h"
 #include "cgctl.h"
 #include "protector.h"
+#include "status.h"
 #include "migrations.skel.h"
 #include "migrations.h"
 
@@ -262,6 +268,8 @@ static void usage(FILE *f)
 	       "                (1 to 1000, default 50), and early when its parent's limit is hit\n"
 	       "  --protect-expiry S  a request not renewed for S seconds (default 2) is undone:\n"
 	       "                memory.low goes back to what it was, also after a SIGKILL\n"
+	       "  --status FILE  where the policies' decisions are written every second for\n"
+	       "                tieralloc-stat (default " TA_POLICIES_DEFAULT ")\n"
 	       "  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
 	       "  --version     print \"tierallocd VERSION\" and exit\n");
 }
@@ -273,7 +281,7 @@ struct options {
 	uint64_t reclaim_step; /* bytes */
 	struct ta_agent_priority priorities[TA_AGENT_MAX_PRIORITIES];
 	unsigned npriorities;
-	const char *btf, *metrics, *textfile;
+	const char *btf, *metrics, *textfile, *status;
 	const char *protect[TA_PROTECT_MAX];
 	unsigned nprotect;
 	unsigned protect_interval_ms;
@@ -349,7 +357,8 @@ static int parse(int argc, char **argv, struct options *o)
 		OPT_RECLAIM_STEP,
 		OPT_PROTECT,
 		OPT_PROTECT_INTERVAL,
-		OPT_PROTECT_EXPIRY
+		OPT_PROTECT_EXPIRY,
+		OPT_STATUS
 	};
 	static const struct option longopts[] = {
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -372,6 +381,7 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "protect", required_argument, NULL, OPT_PROTECT },
 		{ "protect-interval", required_argument, NULL, OPT_PROTECT_INTERVAL },
 		{ "protect-expiry", required_argument, NULL, OPT_PROTECT_EXPIRY },
+		{ "status", required_argument, NULL, OPT_STATUS },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .interval = 0.25,
@@ -380,8 +390,10 @@ static int parse(int argc, char **argv, struct options *o)
 			       .reclaim_step = 32ull << 20,
 			       .protect_interval_ms = 50,
 			       .protect_expiry = 2,
-			       .btf = "/sys/kernel/btf/vmlinux" };
+			       .btf = "/sys/kernel/btf/vmlinux",
+			       .status = TA_POLICIES_DEFAULT };
 	bool reserve_given = false, step_given = false, protect_tuned = false;
+	bool status_given = false;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
 		switch (c) {
@@ -421,6 +433,14 @@ static int parse(int argc, char **argv, struct options *o)
 				return 2;
 			}
 			o->textfile = optarg;
+			break;
+		case OPT_STATUS:
+			if (optarg[0] == '\0') {
+				fprintf(stderr, "tierallocd: --status needs a path\n");
+				return 2;
+			}
+			o->status = optarg;
+			status_given = true;
 			break;
 		case OPT_ACCESS:
 			if (strcmp(optarg, "damon") != 0 && strcmp(optarg, "none") != 0) {
@@ -568,6 +588,12 @@ static int parse(int argc, char **argv, struct options *o)
 		usage(stderr);
 		return 2;
 	}
+	if (status_given && o->nprotect == 0 && !o->reclaim) {
+		fprintf(stderr,
+			"tierallocd: --status without --reclaim-for-priority or --protect\n");
+		usage(stderr);
+		return 2;
+	}
 	if (protect_tuned && o->nprotect == 0) {
 		fprintf(stderr, "tierallocd: --protect-interval or --protect-expiry without "
 				"--protect\n");
@@ -601,6 +627,8 @@ struct agent {
 	struct ta_damon *damon;		/* --access damon, when DAMON could be taken */
 	struct ta_reclaim *reclaim;	/* --reclaim-for-priority, when libcgroup started */
 	bool textfile_failed;		/* said once, until a write works again */
+	bool status_failed;		/* the same, for the status file */
+	bool status_written;		/* removed at the end */
 	struct ta_protector *protector; /* --protect */
 };
 
@@ -622,6 +650,31 @@ static void write_textfile(const struct options *o, struct agent *ag)
 		fprintf(stderr, "tierallocd: cannot write --textfile %s (%s)\n", o->textfile,
 			strerror(errno));
 		ag->textfile_failed = true;
+	}
+}
+
+/* The status file's text (ta_metrics_body): each policy's lines. */
+static int status_text(void *ctx, FILE *f)
+{
+	struct agent *ag = ctx;
+	if (fputs(TA_POLICIES_MAGIC "\n", f) < 0)
+		return -1;
+	if (ag->reclaim != NULL && ta_reclaim_status(ag->reclaim, f) != 0)
+		return -1;
+	if (ag->protector != NULL && ta_protector_status(ag->protector, f) != 0)
+		return -1;
+	return 0;
+}
+
+static void write_status(const struct options *o, struct agent *ag)
+{
+	if (ta_metrics_textfile(o->status, status_text, ag) == 0) {
+		ag->status_failed = false;
+		ag->status_written = true;
+	} else if (!ag->status_failed) {
+		fprintf(stderr, "tierallocd: cannot write the status file %s (%s)\n", o->status,
+			strerror(errno));
+		ag->status_failed = true;
 	}
 }
 
@@ -729,6 +782,10 @@ static int load_attach(const struct options *o, struct agent *ag)
 			       ta_cgctl_version(), ta_cgctl_mount(),
 			       (unsigned long long)o->reclaim_step);
 	}
+	/* The default status file's directory (--protect's state files share it). */
+	if ((ag->reclaim != NULL || ag->protector != NULL) &&
+	    strcmp(o->status, TA_POLICIES_DEFAULT) == 0)
+		mkdir("/run/tierallocd", 0755);
 	if (ag->metrics != NULL)
 		printf("tierallocd: metrics at http://%s/metrics\n",
 		       ta_metrics_address(ag->metrics));
@@ -746,7 +803,8 @@ static void run(const struct options *o, struct agent *ag)
 	    o->interval >= o->rescan ? 1 : (unsigned)(o->rescan / o->interval + 0.5);
 	uint32_t flags = ag->exact ? TA_SHM_AGENT_EXACT_NODES : 0;
 	uint32_t interval_ms = (uint32_t)(o->interval * 1000 + 0.5);
-	uint64_t last_rescan_ms = 0, last_textfile_ms = 0;
+	uint64_t last_rescan_ms = 0, last_textfile_ms = 0, last_status_ms = 0;
+	bool policies = ag->reclaim != NULL || ag->protector != NULL;
 	struct alerted *alerted = &ag->alerted;
 	int ring_fd = ag->alerts != NULL ? ring_buffer__epoll_fd(ag->alerts) : -1;
 	for (unsigned round = 0; !stop; round++) {
@@ -847,6 +905,10 @@ static void run(const struct options *o, struct agent *ag)
 			write_textfile(o, ag);
 			last_textfile_ms = monotonic_ms();
 		}
+		if (policies && (last_status_ms == 0 || monotonic_ms() - last_status_ms >= 1000)) {
+			write_status(o, ag);
+			last_status_ms = monotonic_ms();
+		}
 		fflush(stdout);
 		if (o->once)
 			break;
@@ -854,8 +916,11 @@ static void run(const struct options *o, struct agent *ag)
 }
 
 /* The one way out: whatever load_attach() made, detached and freed. */
-static void cleanup(struct agent *ag)
+static void cleanup(const struct options *o, struct agent *ag)
 {
+	/* A status file left behind would show decisions nobody makes any more. */
+	if (ag->status_written)
+		unlink(o->status);
 	ta_protector_stop(ag->protector);
 	ta_damon_stop(ag->damon);
 	ta_reclaim_free(ag->reclaim);
@@ -887,7 +952,7 @@ int main(int argc, char **argv)
 		run(&o, &ag);
 	}
 	bool attached = ag.skel != NULL;
-	cleanup(&ag);
+	cleanup(&o, &ag);
 	if (rc == 0 && attached)
 		printf("tierallocd: detached, stopped\n");
 	return rc;

@@ -15,6 +15,7 @@ tools_tieralloc_demo_LDADD = $(DL_LIBS)
 # (linking the core would start an allocator, and a segment, in the tool itself).
 bin_PROGRAMS += tools/tieralloc-stat
 tools_tieralloc_stat_SOURCES = tools/tieralloc-stat.c tools/prom.c tools/prom.h \
+	tools/policies.c tools/policies.h \
 	tools/record.c tools/record.h tools/stat_scan.c tools/stat_scan.h tools/units.c tools/units.h \
 	src/quota/shm_abi.c src/quota/cgroup.c \
 	src/base/topo.c src/base/log.c src/base/env.c

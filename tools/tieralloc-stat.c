@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "policies.h"
 #include "prom.h"
 #include "record.h"
 #include "stat_scan.h"
@@ -911,9 +912,11 @@ enum format { TABLE, JSON, PROMETHEUS, RECORD };
 struct run {
 	enum format format;
 	bool wide, reap;
-	const char *only; /* --name, without its "/" */
-	unsigned shown;	  /* segments printed (or kept for the exposition) */
-	bool bad;	  /* a named segment could not be read, or a write failed */
+	const char *only;     /* --name, without its "/" */
+	const char *policies; /* the agent's status file */
+	bool policies_given;  /* --policies: its absence is an error */
+	unsigned shown;	      /* segments printed (or kept for the exposition) */
+	bool bad;	      /* a named segment could not be read, or a write failed */
 };
 
 /* The snapshots for --prometheus, written once all segments are read (a metric's samples must
@@ -1013,6 +1016,154 @@ static void visit(const struct ta_place *p, const char *file, void *ctx)
 
 /* Every segment, or those named --name (ours, and any of other mount namespaces); false when a
  * named one could be read nowhere. */
+/* The agent's policies' status file (tools/policies.h), read like a segment: without following a
+ * link or blocking, a regular file of at most 256 KiB. Its text in a malloc'd buffer (*len
+ * bytes) and its age in seconds, or NULL with errno. */
+static char *read_policies(const char *path, size_t *len, long *age)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	char *buf = NULL;
+	if (fstat(fd, &st) != 0)
+		goto out;
+	if (!S_ISREG(st.st_mode) || st.st_size > 256 * 1024) {
+		errno = !S_ISREG(st.st_mode) ? EINVAL : EFBIG;
+		goto out;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (buf == NULL)
+		goto out;
+	ssize_t got = pread(fd, buf, (size_t)st.st_size, 0);
+	if (got < 0) {
+		free(buf);
+		buf = NULL;
+		goto out;
+	}
+	*len = (size_t)got;
+	*age = (long)(time(NULL) - st.st_mtime);
+out:
+	close(fd);
+	return buf;
+}
+
+/* A value as the table shows it: bytes in IEC units, seconds with "s" (and "ago" for a last_
+ * time), paths escaped. */
+static void policy_value(const struct ta_policy_kv *kv, char *out, size_t n)
+{
+	size_t klen = strlen(kv->key);
+	char *end;
+	unsigned long long v = strtoull(kv->value, &end, 10);
+	bool number = kv->value[0] >= '0' && kv->value[0] <= '9' && *end == '\0';
+	if (number && klen > 6 && strcmp(kv->key + klen - 6, "_bytes") == 0)
+		ta_iec_bytes(v, out, n);
+	else if (number && klen > 2 && strcmp(kv->key + klen - 2, "_s") == 0)
+		snprintf(out, n, "%llu s%s", v, strncmp(kv->key, "last_", 5) == 0 ? " ago" : "");
+	else
+		text_escape(kv->value, out, n);
+}
+
+/* The key as the table shows it: its unit suffix dropped, "_" as " ". */
+static void policy_key(const char *key, char *out, size_t n)
+{
+	size_t len = strlen(key);
+	if (len > 6 && strcmp(key + len - 6, "_bytes") == 0)
+		len -= 6;
+	else if (len > 2 && strcmp(key + len - 2, "_s") == 0)
+		len -= 2;
+	snprintf(out, n, "%.*s", (int)len, key);
+	for (char *c = out; *c != '\0'; c++)
+		if (*c == '_')
+			*c = ' ';
+}
+
+#define POLICIES_MAX 256
+
+/* What the agent's policies decided (tierallocd --reclaim-for-priority, --protect), after the
+ * segments: a table section or the document's "policies" member. Nothing in the table when
+ * the agent runs no policy (no file), unless --policies named it. */
+static void show_policies(struct run *r)
+{
+	size_t len = 0;
+	long age = 0;
+	char *text = read_policies(r->policies, &len, &age);
+	int err = errno;
+	struct ta_policy *p = NULL;
+	int n = -1;
+	unsigned bad = 0;
+	if (text != NULL && (p = calloc(POLICIES_MAX, sizeof(*p))) != NULL)
+		n = ta_policies_parse(text, len, p, POLICIES_MAX, &bad);
+	free(text);
+	char file[4 * 4096 + 8];
+	text_escape(r->policies, file, sizeof(file));
+	if (text == NULL || n < 0) {
+		const char *why = text == NULL ? strerror(err) : "not a tierallocd policies file";
+		if (r->policies_given || (text != NULL && n < 0)) {
+			fprintf(stderr, "tieralloc-stat: %s: %s\n", file, why);
+			r->bad = true;
+		}
+		if (r->format == JSON)
+			printf(",\"policies\":null");
+		free(p);
+		return;
+	}
+	if (r->format == JSON) {
+		printf(",\"policies\":{\"file\":");
+		json_string(r->policies);
+		printf(",\"age_s\":%ld,\"unparsed_lines\":%u,\"entries\":[", age, bad);
+		for (int i = 0; i < n; i++) {
+			printf("%s{\"kind\":", i ? "," : "");
+			json_string(p[i].kind);
+			for (unsigned k = 0; k < p[i].n; k++) {
+				const char *v = p[i].kv[k].value;
+				char *end;
+				strtoull(v, &end, 10);
+				printf(",");
+				json_string(p[i].kv[k].key);
+				printf(":");
+				if (v[0] >= '0' && v[0] <= '9' && *end == '\0' && strlen(v) < 20)
+					fputs(v, stdout);
+				else
+					json_string(v);
+			}
+			printf("}");
+		}
+		printf("]}");
+		free(p);
+		return;
+	}
+	printf("\ntierallocd's policies (%s, written %ld s ago%s)%s\n", file, age,
+	       age > 5 ? ": is tierallocd still running?" : "", n == 0 ? ": none yet" : "");
+	for (int i = 0; i < n; i++) {
+		char kind[4 * TA_POLICY_KEY_MAX + 8], path[4 * TA_POLICY_PATH_MAX + 8];
+		text_escape(p[i].kind, kind, sizeof(kind));
+		text_escape(ta_policy_get(&p[i], "path"), path, sizeof(path));
+		printf("  %s %s\n   ", kind, path);
+		unsigned col = 3;
+		for (unsigned k = 0; k < p[i].n; k++) {
+			if (strcmp(p[i].kv[k].key, "path") == 0)
+				continue;
+			char key[TA_POLICY_KEY_MAX + 1], value[4 * TA_POLICY_PATH_MAX + 8];
+			policy_key(p[i].kv[k].key, key, sizeof(key));
+			policy_value(&p[i].kv[k], value, sizeof(value));
+			size_t w = strlen(key) + strlen(value) + 3;
+			if (col > 3 && col + w > COLUMNS) {
+				printf(",\n   ");
+				col = 3;
+			} else if (col > 3) {
+				putchar(',');
+			}
+			printf(" %s %s", key, value);
+			col += (unsigned)w;
+		}
+		printf("\n");
+	}
+	if (bad > 0)
+		printf("  (%u line%s not understood)\n", bad, bad == 1 ? "" : "s");
+	free(p);
+}
+
 static bool show_all(struct run *r)
 {
 	r->shown = 0;
@@ -1053,7 +1204,11 @@ static bool show_all(struct run *r)
 			    shm_dir);
 	}
 	if (r->format == JSON)
-		printf("]}\n");
+		printf("]");
+	if (r->format != PROMETHEUS && r->only == NULL)
+		show_policies(r);
+	if (r->format == JSON)
+		printf("}\n");
 	if (r->format == PROMETHEUS && ta_prom_write(stdout, prom_segs, prom_n) != 0)
 		r->bad = true;
 	return !r->bad;
@@ -1080,6 +1235,8 @@ static void usage(FILE *f)
 		   "  --watch N       redraw the table every N seconds (Ctrl-C to stop)\n"
 		   "  --name SEGMENT  only this segment (e.g. /tieralloc-v1-cg123-t1a2b3c4d)\n"
 		   "  --reap          remove the segments shown gone (all their processes died)\n"
+		   "  --policies FILE what tierallocd's policies decided, from FILE (default\n"
+		   "                  " TA_POLICIES_DEFAULT ", shown when it exists)\n"
 		   "  --version       print \"tieralloc-stat VERSION\" and exit\n");
 	fputs(TA_RECORD_USAGE, f);
 }
@@ -1095,13 +1252,14 @@ int main(int argc, char **argv)
 		{ "prometheus", no_argument, NULL, 'p' },
 		{ "wide", no_argument, NULL, 'W' },
 		{ "reap", no_argument, NULL, 'R' },
+		{ "policies", required_argument, NULL, 'P' },
 		{ "record", required_argument, NULL, TA_OPT_RECORD },
 		{ "interval", required_argument, NULL, TA_OPT_INTERVAL },
 		{ "samples", required_argument, NULL, TA_OPT_SAMPLES },
 		{ "duration", required_argument, NULL, TA_OPT_DURATION },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct run r = { .format = TABLE };
+	struct run r = { .format = TABLE, .policies = TA_POLICIES_DEFAULT };
 	unsigned watch = 0;
 	struct ta_record rec = { 0 };
 	int c;
@@ -1135,6 +1293,10 @@ int main(int argc, char **argv)
 			break;
 		case 'R':
 			r.reap = true;
+			break;
+		case 'P':
+			r.policies = optarg;
+			r.policies_given = true;
 			break;
 		case TA_OPT_RECORD:
 		case TA_OPT_INTERVAL:

@@ -8,7 +8,8 @@
 # regular files named like a cgroup's: memory.low follows memory.current and is logged, the lease
 # keeper restores it after SIGKILL of the agent and removes the state file, an agent started after
 # both were killed takes the original from the state file and restores it on SIGTERM, a slow fall
-# decays it. Against a real kernel: tests/guest/protect.sh; the decisions: tests/unit/test_protect.c.
+# decays it. The status file (--status) says what it did, tieralloc-stat --policies shows it, and
+# the agent removes it when it stops. Against a real kernel: tests/guest/protect.sh; the decisions: tests/unit/test_protect.c.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
 . "$(dirname "$0")/../integration/lib.sh"
@@ -36,6 +37,8 @@ check_refused 2 '--protect-interval or --protect-expiry without --protect' --pro
 check_refused 2 '--protect-expiry 0.5 s is shorter than 4 --protect-interval (200 ms): requests would lapse between samples' \
 	--protect x --protect-interval 200 --protect-expiry 0.5
 check_refused 2 'bad --protect "" (a cgroup, at most 8 of them)' --protect ''
+check_refused 2 '--status without --reclaim-for-priority or --protect' --status x
+check_refused 2 '--status needs a path' --protect x --status ''
 nine=()
 for i in 1 2 3 4 5 6 7 8 9; do nine+=(--protect "c$i"); done
 check_refused 2 'bad --protect "c9" (a cgroup, at most 8 of them)' "${nine[@]}"
@@ -74,7 +77,8 @@ stop() {
 trap stop EXIT
 start_agent() {
 	: >"$TA_WORK/agent$1.out"
-	"$AGENT" --protect "$fake" --protect-expiry 1 >"$TA_WORK/agent$1.out" 2>&1 &
+	"$AGENT" --protect "$fake" --protect-expiry 1 --status "$TA_WORK/policies" \
+		>"$TA_WORK/agent$1.out" 2>&1 &
 	agent=$!
 	wait_for "agent $1 started" grep -q '^tierallocd: protecting' "$TA_WORK/agent$1.out"
 	keeper=$(sed -n 's/.*keeper pid \([0-9]*\)).*/\1/p' "$TA_WORK/agent$1.out")
@@ -99,6 +103,21 @@ grep -q "memory.low $((36 << 20)) -> $((45 << 20)) (grow; usage $((40 << 20))" \
 	"$TA_WORK/agent1.out" || ta_fail "no log line for the raise: $(cat "$TA_WORK/agent1.out")"
 [[ $(cat "$state") == "original=00000000000001048576 written=00000000000047185920" ]] ||
 	ta_fail "state file: $(cat "$state")"
+# The decision as tieralloc-stat shows it (the file is rewritten every second).
+STAT=$TA_TEST_BUILDDIR/tools/tieralloc-stat
+shows() {
+	"$STAT" --policies "$TA_WORK/policies" >"$TA_WORK/stat.out" 2>&1 &&
+		grep -q -x "  protect $fake" "$TA_WORK/stat.out" &&
+		grep -q "low 45.0 MiB, original 1.0 MiB, usage 40.0 MiB, cap max" "$TA_WORK/stat.out" &&
+		grep -q "raises [2-9]" "$TA_WORK/stat.out"
+}
+wait_for "tieralloc-stat showing memory.low 45M" shows
+"$STAT" --json --policies "$TA_WORK/policies" | python3 -c '
+import json, sys
+p = json.load(sys.stdin)["policies"]["entries"]
+assert [e["kind"] for e in p] == ["protect"], p
+assert p[0]["low_bytes"] == 45 << 20 and p[0]["original_bytes"] == 1 << 20, p
+assert p[0]["path"] == sys.argv[1], p' "$fake" || ta_fail "tieralloc-stat --json: $("$STAT" --json --policies "$TA_WORK/policies")"
 kill -KILL "$agent"
 wait "$agent" 2>/dev/null || true
 wait_for "memory.low restored by the keeper after SIGKILL" low_is 1048576
@@ -125,6 +144,11 @@ wait "$agent"
 agent=''
 low_is 1048576 || ta_fail "memory.low $(cat "$fake/memory.low") after SIGTERM, not 1048576"
 [[ ! -e $state ]] || ta_fail "$state left behind after SIGTERM"
+[[ ! -e $TA_WORK/policies ]] || ta_fail "the status file left behind after SIGTERM"
+rc=0
+"$STAT" --policies "$TA_WORK/policies" >"$TA_WORK/stat.out" 2>&1 || rc=$?
+[[ $rc == 1 ]] && grep -q "tieralloc-stat: $TA_WORK/policies: No such file or directory" "$TA_WORK/stat.out" ||
+	ta_fail "tieralloc-stat --policies on a missing file: exit $rc, $(cat "$TA_WORK/stat.out")"
 grep -q "samples=.* decay=[1-9]" "$TA_WORK/agent3.out" ||
 	ta_fail "counters: $(grep samples= "$TA_WORK/agent3.out")"
 echo "PASS"

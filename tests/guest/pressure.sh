@@ -19,6 +19,9 @@
 #   pressure.floor    no ask exceeds lo's memory.current less its floor (each line says both),
 #                     and lo's memory.current, read every 0.1 s, never falls more than 4 MiB
 #                     (the kernel's per-CPU charge batches) below its memory.low
+#   pressure.shown    tieralloc-stat shows the decisions while the agent runs (lo reclaimed
+#                     for hi's priority, hi pressured), none without the policy, and the agent
+#                     removes its status file when it stops
 #   pressure.data     every word of hi and lo is intact in both modes (reclaim_work's checks)
 # Completion times are printed, not judged (bench/run-reclaim.sh measures them).
 B=$1
@@ -97,8 +100,11 @@ run() {
 	lo_rc=$?
 	# The textfile is rewritten every second: one written after hi ended.
 	sleep 1.5
+	"$B/tools/tieralloc-stat" >$W/stat-$mode.out 2>&1
 	kill -TERM $agent
 	wait $agent
+	status_left=
+	[ -e /run/tierallocd/policies ] && status_left=yes
 	echo "pressure: mode=$mode hi: $(tail -1 $W/hi-$mode.out) (rc $hi_rc, $(secs $hi_cs) s," \
 		"peak $(mib "$hi_peak")); lo: $(tail -1 $W/lo-$mode.out) (rc $lo_rc," \
 		"min $(mib "$(lo_min)")); agent: $(grep -c "reclaim: " $W/agent-$mode.out) reclaim lines"
@@ -153,6 +159,21 @@ if [ "$over" = 0 ] && [ "$min" -ge $((LOW - 4 * M)) ]; then
 else
 	fail pressure.floor "$over asks above lo's current less its floor; lo's least" \
 		"memory.current $(mib "$min") (memory.low $(mib $LOW))"
+fi
+# The decisions in tieralloc-stat: lo's line names its requests and for whom, hi's that it
+# was pressured.
+stat_lo=$(grep -A3 -x "  reclaim $P/lo" $W/stat-on.out | tr -d '\n')
+stat_hi=$(grep -A3 -x "  reclaim $P/hi" $W/stat-on.out | tr -d '\n')
+if grep -q "tierallocd's policies" $W/stat-off.out; then
+	fail pressure.shown "policies shown without any: $(cat $W/stat-off.out)"
+elif ! echo "$stat_lo" | grep -q "requests [1-9].*for priority 100, *for $P/hi" ||
+	! echo "$stat_hi" | grep -q "priority 100, .*pressured rounds [1-9]"; then
+	fail pressure.shown "tieralloc-stat: $(cat $W/stat-on.out)"
+elif [ -n "$status_left" ]; then
+	fail pressure.shown "the agent left /run/tierallocd/policies behind"
+else
+	pass pressure.shown
+	echo "   tieralloc-stat: $stat_lo"
 fi
 [ $data_ok = 2 ] && pass pressure.data
 for d in $P/hi $P/lo $P; do

@@ -7,7 +7,8 @@ unit_tests = \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
 	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_stress \
 	tests/unit/test_access tests/unit/test_access_agent tests/unit/test_pack tests/unit/test_heatfile \
-	tests/unit/test_damon tests/unit/test_lend tests/unit/test_press tests/unit/test_protect
+	tests/unit/test_damon tests/unit/test_lend tests/unit/test_press tests/unit/test_protect \
+	tests/unit/test_policies
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -164,3 +165,11 @@ tests_unit_test_protect_SOURCES = tests/unit/test_protect.c tests/lib/test.h age
 tests_unit_test_protect_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
 tests_unit_test_protect_CFLAGS = $(unit_cflags)
 tests_unit_test_protect_LDADD = $(unit_ldadd)
+
+# The agent's policies' status file: its writer's escaping (agent/status.c) and tieralloc-stat's
+# parser (tools/policies.c).
+tests_unit_test_policies_SOURCES = tests/unit/test_policies.c tests/lib/test.h agent/status.c \
+	agent/status.h tools/policies.c tools/policies.h
+tests_unit_test_policies_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent -I$(top_srcdir)/tools
+tests_unit_test_policies_CFLAGS = $(unit_cflags)
+tests_unit_test_policies_LDADD = $(unit_ldadd)
