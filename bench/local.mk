@@ -66,10 +66,19 @@ bench-access: bench/access-cost$(EXEEXT) $(lib_LTLIBRARIES)
 		$${BENCH_REPS:-3} $${BENCH_WS_MIB:-1024}
 .PHONY: bench-access
 
+# The benchmarks of the agent's policies need the agent: without it (no BPF toolchain or
+# libcgroup at configure time) they say so and fail, instead of failing in the guest.
+if HAVE_BPF
+bench_needs_agent = :
+else
+bench_needs_agent = { echo "$@ needs tierallocd, which this build has not (configure found no clang, bpftool, libbpf >= 1.0, libcgroup >= 2.0 or kernel BTF)" >&2; exit 1; }
+endif
+
 # What the agent's access source (tierallocd --access damon) costs, in the 6.12 guest
 # (`make bench-access-agent`; BENCH_REPS, BENCH_WS_MIB as above). Needs the agent (HAVE_BPF).
 EXTRA_DIST += bench/run-access-agent.sh
 bench-access-agent: bench/access-cost$(EXEEXT) $(lib_LTLIBRARIES) $(sbin_PROGRAMS)
+	@$(bench_needs_agent)
 	$(SHELL) $(top_srcdir)/bench/run-access-agent.sh $(abs_top_builddir) $(abs_top_srcdir) \
 		$${BENCH_REPS:-3} $${BENCH_WS_MIB:-1024}
 .PHONY: bench-access-agent
@@ -80,18 +89,21 @@ bench-access-agent: bench/access-cost$(EXEEXT) $(lib_LTLIBRARIES) $(sbin_PROGRAM
 EXTRA_DIST += bench/run-lending.sh
 bench-lending: tests/guest/enforce_work$(EXEEXT) tests/quota/shm_peek$(EXEEXT) $(lib_LTLIBRARIES) \
 		$(sbin_PROGRAMS)
+	@$(bench_needs_agent)
 	$(SHELL) $(top_srcdir)/bench/run-lending.sh $(abs_top_builddir) $(abs_top_srcdir) \
 		$${BENCH_REPS:-3}
 .PHONY: bench-lending
 
 # Reclaim for priority (issue 17 policy 1, seed 001): completion times of a pressured job and a
 # harvested one sharing a parent's memory.max, with tierallocd --reclaim-for-priority and
-# without, in the QEMU guest (`make bench-reclaim`; BENCH_REPS rounds, default 5; the sizes
-# through PARENT_MIB, HI_MIB, HI_PASSES, LO_MIB, LO_PASSES, LO_PAUSE_MS). Needs the agent.
+# without, in the QEMU guest (`make bench-reclaim`; BENCH_REPS rounds, default 5; BENCH_KERNEL,
+# default 6.1; the sizes through PARENT_MIB, HI_MIB, HI_PASSES, LO_MIB, LO_PASSES,
+# LO_PAUSE_MS). Needs the agent.
 EXTRA_DIST += bench/run-reclaim.sh
 bench-reclaim: tests/guest/reclaim_work$(EXEEXT) $(sbin_PROGRAMS)
+	@$(bench_needs_agent)
 	$(SHELL) $(top_srcdir)/bench/run-reclaim.sh $(abs_top_builddir) $(abs_top_srcdir) \
-		$${BENCH_REPS:-5}
+		$${BENCH_REPS:-5} $${BENCH_KERNEL:-6.1}
 .PHONY: bench-reclaim
 
 # Seed 004's experiment for policy 2 (tierallocd --protect, issue 17): the workloads and the 5 ms
@@ -104,6 +116,7 @@ bench_protect_work_SOURCES = bench/protect-work.c
 bench_protect_poll_SOURCES = bench/protect-poll.c
 EXTRA_DIST += bench/run-protect.sh bench/cgroup-write-cost.c
 bench-protect: bench/protect-work$(EXEEXT) bench/protect-poll$(EXEEXT) $(sbin_PROGRAMS)
+	@$(bench_needs_agent)
 	$(SHELL) $(top_srcdir)/bench/run-protect.sh $(abs_top_builddir) $(abs_top_srcdir) \
 		$${BENCH_REPS:-15} $${BENCH_KERNEL:-6.12}
 .PHONY: bench-protect

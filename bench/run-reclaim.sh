@@ -14,7 +14,8 @@
 # is checked. "off" runs the agent without --reclaim-for-priority, "on" with it (--interval
 # 0.1, the default step); a round is one run of each, in alternating order.
 #
-# Usage: run-reclaim.sh BUILDDIR SRCDIR [REPS]   (REPS rounds; default 5)
+# Usage: run-reclaim.sh BUILDDIR SRCDIR [REPS [KERNEL]]   (REPS rounds, default 5; the guest's
+# kernel, 6.1 or 6.12, default 6.1)
 # Prints each run, then per mode the medians, minimums and maximums of both completion times,
 # next to the seed's medians.
 set -eu
@@ -31,7 +32,7 @@ if [ "${1:-}" = --in-guest ]; then
 	P=/sys/fs/cgroup/bench-rfp
 	: "${PARENT_MIB:=256}" "${HI_MIB:=160}" "${HI_PASSES:=8}"
 	: "${LO_MIB:=160}" "${LO_PASSES:=600}" "${LO_PAUSE_MS:=0}"
-	echo "bench-reclaim: parent ${PARENT_MIB} MiB; hi ${HI_MIB} MiB x $HI_PASSES passes;" \
+	echo "bench-reclaim: Linux $(uname -r); parent ${PARENT_MIB} MiB; hi ${HI_MIB} MiB x $HI_PASSES passes;" \
 		"lo ${LO_MIB} MiB x $LO_PASSES passes, ${LO_PAUSE_MS} ms pauses; $REPS rounds"
 	if [ ! -r /proc/pressure/memory ] || ! zram_swap; then
 		echo "bench-reclaim: needs PSI and zram swap in the guest"
@@ -126,13 +127,14 @@ fi
 B=$1
 S=$2
 REPS=${3:-5}
+KERNEL=${4:-6.1}
 # The sizes given in the environment go into the guest's.
 envs=
 for v in PARENT_MIB HI_MIB HI_PASSES LO_MIB LO_PASSES LO_PAUSE_MS; do
 	eval "if [ -n \"\${$v:-}\" ]; then envs=\"\$envs --env $v=\$$v\"; fi"
 done
 # shellcheck disable=SC2086 # $envs: one word per option and value, none with a space
-exec "$S/tests/vm/guest-run.sh" --timeout 5400 --module zram \
+exec "$S/tests/vm/guest-run.sh" --kernel "$KERNEL" --timeout 5400 --module zram \
 	--include "$B/tests/guest/reclaim_work" \
 	--include "$B/agent/tierallocd" \
 	--include "$S/tests/guest/lib.sh" \
