@@ -74,12 +74,16 @@ enum {
 	TA_PRESS_REFAULT = 1u << 2, /* refaulted at least `refaults` pages */
 	TA_PRESS_STEERED = 1u << 3, /* its allocations were steered below the fast tier */
 	TA_PRESS_LINGER = 1u << 4,  /* none of those now, but one within the last `hold` rounds */
+	TA_PRESS_GROWING =
+	    1u << 5, /* growing into its parent's limit: full within `ahead` rounds */
 };
 struct ta_press_cg {
 	/* In. */
 	uint32_t group;	   /* siblings (children of one parent) share a group */
 	uint32_t priority; /* higher first */
 	bool have_prev;	   /* prev holds the last round's sample */
+	uint64_t room;	   /* its parent's limit (memory.max, memory.high) less its usage;
+			    * UINT64_MAX: none or unknown */
 	unsigned calm;	   /* in and out: rounds since it was last pressured (0: this one) */
 	struct ta_press_sample prev, now;
 	/* Out. */
@@ -92,6 +96,10 @@ struct ta_press_config {
 	uint64_t refaults; /* refaulted pages per round that count as pressure */
 	uint64_t step;	   /* bytes reclaimed at most per round and pressured group */
 	unsigned hold;	   /* rounds a cgroup stays pressured after its last signal */
+	/* Ahead of pressure: a cgroup that grew at least grow_min bytes this round, at a pace that
+	 * fills its parent's room within `ahead` rounds, is pressured (0: off). */
+	uint64_t grow_min;
+	unsigned ahead;
 };
 /* One round: which cgroups are pressured, and how much to reclaim of which lower-priority
  * siblings: within each group, for its highest-priority pressured cgroup, at most step bytes,
@@ -106,6 +114,8 @@ struct ta_reclaim_config {
 	uint64_t psi_us;   /* PSI "some" stall per round that counts as pressure */
 	uint64_t refaults; /* refaulted pages per round that count as pressure */
 	unsigned hold;	   /* rounds a cgroup stays pressured after its last signal */
+	uint64_t grow_min; /* ahead of pressure (ta_press_config): 0 for off */
+	unsigned ahead;
 	const struct ta_agent_priority *priorities; /* the operator's, over TIERALLOC_PRIORITY */
 	unsigned npriorities;
 };

@@ -12,6 +12,10 @@
  *   signals come in bursts, with quiet rounds between them (in the guest, one round in two or
  *   three at 100 ms): it stays pressured for `hold` rounds after its last signal, so that a
  *   request under way is not dropped and asked again at every gap.
+ * - Ahead of pressure: a cgroup growing by at least grow_min a round, whose parent's room (its
+ *   limit less its usage) would be gone within `ahead` rounds at that pace, is pressured before
+ *   it stalls: its lower siblings are reclaimed while its page faults still find free pages in
+ *   the parent, instead of reclaiming its own pages (and refaulting them) at the limit.
  * - Siblings are cgroups of one group (the same parent: they share its memory.max, which is
  *   where taking from one gives to the other). Only strictly lower priorities are reclaimed: two
  *   of one priority never take from each other.
@@ -41,6 +45,10 @@ static unsigned pressure_of(const struct ta_press_cg *c, const struct ta_press_c
 		why |= TA_PRESS_REFAULT;
 	if (b->steered > a->steered)
 		why |= TA_PRESS_STEERED;
+	uint64_t grew = sub0(b->current, a->current);
+	if (cfg->ahead > 0 && cfg->grow_min > 0 && grew >= cfg->grow_min && c->room != UINT64_MAX &&
+	    c->room / cfg->ahead < grew)
+		why |= TA_PRESS_GROWING;
 	return why;
 }
 

@@ -207,9 +207,36 @@ static bool path_is(const char *path, uint64_t cgroup_id)
 
 static void why_text(unsigned why, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s%s%s%s%s", why & TA_PRESS_PSI ? " psi" : "",
+	snprintf(buf, len, "%s%s%s%s%s%s", why & TA_PRESS_PSI ? " psi" : "",
 		 why & TA_PRESS_EVENTS ? " events" : "", why & TA_PRESS_REFAULT ? " refaults" : "",
-		 why & TA_PRESS_STEERED ? " steered" : "", why & TA_PRESS_LINGER ? " lately" : "");
+		 why & TA_PRESS_STEERED ? " steered" : "", why & TA_PRESS_GROWING ? " growing" : "",
+		 why & TA_PRESS_LINGER ? " lately" : "");
+}
+
+/* The room under the limit of the directory holding path (cgroup v2): the lesser of its
+ * memory.max and memory.high, less its memory.current; UINT64_MAX without a limit (the root
+ * has no such files) or on v1. */
+static uint64_t parent_room(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char parent[TA_SHM_PATH_MAX + 1];
+	if (ta_cgctl_version() != 2 || slash == NULL || slash == path ||
+	    (size_t)(slash - path) >= sizeof(parent))
+		return UINT64_MAX;
+	memcpy(parent, path, (size_t)(slash - path));
+	parent[slash - path] = '\0';
+	char buf[64];
+	uint64_t max = UINT64_MAX, high = UINT64_MAX, current;
+	if (ta_cgctl_read(parent, "memory.max", buf, sizeof(buf)) <= 0 ||
+	    ta_cgstat_value(buf, &max) != 0)
+		return UINT64_MAX;
+	if (ta_cgctl_read(parent, "memory.high", buf, sizeof(buf)) > 0)
+		(void)ta_cgstat_value(buf, &high);
+	uint64_t limit = high < max ? high : max;
+	if (limit == UINT64_MAX || ta_cgctl_read(parent, "memory.current", buf, sizeof(buf)) <= 0 ||
+	    ta_cgstat_value(buf, &current) != 0)
+		return UINT64_MAX;
+	return limit > current ? limit - current : 0;
 }
 
 void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
@@ -270,21 +297,28 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		const char *slash = strrchr(e->path, '/');
 		size_t plen = slash != NULL ? (size_t)(slash - e->path) : 0;
 		c->group = (uint32_t)n;
-		for (unsigned j = 0; j < n; j++) {
+		c->room = UINT64_MAX;
+		bool found = false;
+		for (unsigned j = 0; j < n && !found; j++) {
 			const char *p = r->e[idx[j]].path;
 			const char *ps = strrchr(p, '/');
 			if (ps != NULL && (size_t)(ps - p) == plen &&
 			    strncmp(p, e->path, plen) == 0) {
 				c->group = r->cg[j].group;
-				break;
+				c->room = r->cg[j].room; /* the same parent, read once a round */
+				found = true;
 			}
 		}
+		if (!found && cfg->ahead > 0)
+			c->room = parent_room(e->path);
 		idx[n++] = (int)i;
 	}
 	struct ta_press_config pc = { .psi_us = cfg->psi_us,
 				      .refaults = cfg->refaults,
 				      .step = cfg->step,
-				      .hold = cfg->hold };
+				      .hold = cfg->hold,
+				      .grow_min = cfg->grow_min,
+				      .ahead = cfg->ahead };
 	ta_press_plan(r->cg, n, &pc);
 	for (unsigned j = 0; j < n; j++) {
 		struct entry *e = &r->e[idx[j]];

@@ -31,7 +31,7 @@
  * (agent/lend.c), with an expiry the next interval renews (segments.c).
  *
  * With --reclaim-for-priority, every interval, a cgroup under memory pressure (PSI, memory.events,
- * refaults, steering) has its lower-priority siblings reclaimed through memory.reclaim, a step
+ * refaults, steering, or growth about to fill its parent) has its lower-priority siblings reclaimed through memory.reclaim, a step
  * at a time, never below their memory.low/min (agent/pressure.c decides, agent/reclaim.c acts).
  * With --protect it keeps each named cgroup's memory.low at its usage plus headroom while reclaim
  * may steal from it (issue 17, seed 004: agent/protect.c decides, agent/protector.c runs it in a
@@ -253,7 +253,8 @@ static void usage(FILE *f)
 	       "  --lend-reserve SIZE  bytes of an idle share its owner keeps for its own\n"
 	       "                growth (default 64M; K, M, G suffixes)\n"
 	       "  --reclaim-for-priority  when a cgroup shows memory pressure (PSI,\n"
-	       "                memory.events high/max, refaults, steering), reclaim its\n"
+	       "                memory.events high/max, refaults, steering) or grows\n"
+	       "                into its parent's limit, reclaim its\n"
 	       "                lower-priority siblings (memory.reclaim), never below their\n"
 	       "                memory.low/min (cgroup v2)\n"
 	       "  --reclaim-step SIZE  bytes reclaimed at most per interval and pressured\n"
@@ -886,15 +887,19 @@ static void run(const struct options *o, struct agent *ag)
 		}
 		if (ag->reclaim != NULL) {
 			/* Pressure: a stall of 1% of the interval, or 1 MiB refaulted; it holds
-			 * for a second (two rounds at least) after the last. */
-			struct ta_reclaim_config rc = { .step = o->reclaim_step,
-							.psi_us = interval_ms * 10ull,
-							.refaults = 256,
-							.hold = interval_ms >= 500
-								    ? 2
-								    : 1000 / interval_ms,
-							.priorities = o->priorities,
-							.npriorities = o->npriorities };
+			 * for a second (two rounds at least) after the last. Ahead of it: growth
+			 * of 1 MiB a round or more that would fill the parent within half a
+			 * second (two rounds at least). */
+			struct ta_reclaim_config rc = {
+				.step = o->reclaim_step,
+				.psi_us = interval_ms * 10ull,
+				.refaults = 256,
+				.hold = interval_ms >= 500 ? 2 : 1000 / interval_ms,
+				.grow_min = 1ull << 20,
+				.ahead = interval_ms >= 250 ? 2 : 500 / interval_ms,
+				.priorities = o->priorities,
+				.npriorities = o->npriorities
+			};
 			ta_reclaim_round(ag->reclaim, ag->segments, &rc);
 		}
 		if (o->print)

@@ -2,8 +2,9 @@
 /*
  * Reclaim for priority (issue 17 policy 1, seed 001): the policy's decisions (agent/pressure.c,
  * ta_press_plan) and the parsing of the control files it reads (agent/cgstat.c), on fixtures.
- * - Each signal alone makes a cgroup pressured (PSI stall, memory.events, refaults, steering);
- *   below the thresholds, first seen, or counters gone backwards: not.
+ * - Each signal alone makes a cgroup pressured (PSI stall, memory.events, refaults, steering,
+ *   growth that will fill the parent's room within `ahead` rounds); below the thresholds, first
+ *   seen, or counters gone backwards: not.
  * - Only lower-priority siblings are reclaimed, lowest first, within the step, never below
  *   max(memory.low, memory.min); equal priorities and other parents' children are left alone.
  * - cgroup v2 and v1 texts give the figures, and bad text none.
@@ -21,7 +22,9 @@ static const struct ta_press_config cfg = { .psi_us = 10000, .refaults = 256, .s
 
 static struct ta_press_cg cg(uint32_t group, uint32_t prio, uint64_t current, uint64_t low)
 {
-	struct ta_press_cg c = { .group = group, .priority = prio, .have_prev = true };
+	struct ta_press_cg c = {
+		.group = group, .priority = prio, .have_prev = true, .room = UINT64_MAX
+	};
 	c.prev.current = c.now.current = current;
 	c.prev.low = c.now.low = low;
 	return c;
@@ -106,6 +109,41 @@ static void test_signals(void)
 	c[0].calm = UINT32_MAX;
 	expect_eq(ta_press_plan(c, 2, &linger), 0);
 	expect_eq(c[0].calm, UINT32_MAX);
+
+	test_context("growing into the parent's limit: pressured ahead of any stall");
+	struct ta_press_config ahead = cfg;
+	ahead.grow_min = 1 * MiB;
+	ahead.ahead = 5;
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[0].now.current = 208 * MiB; /* 8 MiB this round */
+	c[0].room = 39 * MiB;	      /* gone in under 5 rounds at that pace */
+	expect_eq(ta_press_plan(c, 2, &ahead), 1);
+	expect_eq(c[0].why, TA_PRESS_GROWING);
+	expect_eq(c[1].reclaim, 32 * MiB);
+	test_context("room for 5 rounds of that growth: not yet");
+	c[0].room = 40 * MiB;
+	expect_eq(ta_press_plan(c, 2, &ahead), 0);
+	test_context("no limit above it (room unknown): never");
+	c[0].room = UINT64_MAX;
+	expect_eq(ta_press_plan(c, 2, &ahead), 0);
+	test_context("growth below grow_min, even with no room: not");
+	c[0].room = 0;
+	c[0].now.current = 200 * MiB + MiB - 1;
+	expect_eq(ta_press_plan(c, 2, &ahead), 0);
+	test_context("shrinking with no room: not (its own reclaim, no growth)");
+	c[0].now.current = 190 * MiB;
+	expect_eq(ta_press_plan(c, 2, &ahead), 0);
+	test_context("off (ahead 0), whatever the growth");
+	c[0].now.current = 300 * MiB;
+	expect_eq(ta_press_plan(c, 2, &cfg), 0);
+	test_context("the lowest priority growing has nobody to take from");
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[1] = cg(1, 1, 200 * MiB, 0);
+	c[1].now.current = 240 * MiB;
+	c[1].room = 0;
+	expect_eq(ta_press_plan(c, 2, &ahead), 0);
+	expect_eq(c[1].why, TA_PRESS_GROWING);
+	expect_eq(c[0].reclaim, 0);
 
 	test_context("first seen: no previous sample, no pressure");
 	c[0] = cg(1, 10, 200 * MiB, 0);
