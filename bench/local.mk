@@ -98,7 +98,7 @@ bench-lending: tests/guest/enforce_work$(EXEEXT) tests/quota/shm_peek$(EXEEXT) $
 # harvested one sharing a parent's memory.max, with tierallocd --reclaim-for-priority and
 # without, in the QEMU guest (`make bench-reclaim`; BENCH_REPS rounds, default 5; BENCH_KERNEL,
 # default 6.1; the sizes through PARENT_MIB, HI_MIB, HI_PASSES, LO_MIB, LO_PASSES,
-# LO_PAUSE_MS). Needs the agent.
+# LO_PAUSE_MS; RECLAIM_STEP for --reclaim-step). Needs the agent.
 EXTRA_DIST += bench/run-reclaim.sh
 bench-reclaim: tests/guest/reclaim_work$(EXEEXT) $(sbin_PROGRAMS)
 	@$(bench_needs_agent)

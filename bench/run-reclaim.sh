@@ -12,7 +12,8 @@
 # it HI_PASSES times without pausing. Together they need more than the parent holds. Each job's
 # completion time is its own (reclaim_work's "done seconds", from its start); every word of both
 # is checked. "off" runs the agent without --reclaim-for-priority, "on" with it (--interval
-# 0.1, the default step); a round is one run of each, in alternating order.
+# 0.1, the default step); a round is one run of each, in alternating order, after a "solo" run:
+# hi alone in the parent (no lo, no policy), the floor no policy can beat.
 #
 # Usage: run-reclaim.sh BUILDDIR SRCDIR [REPS [KERNEL]]   (REPS rounds, default 5; the guest's
 # kernel, 6.1 or 6.12, default 6.1)
@@ -32,8 +33,10 @@ if [ "${1:-}" = --in-guest ]; then
 	P=/sys/fs/cgroup/bench-rfp
 	: "${PARENT_MIB:=256}" "${HI_MIB:=160}" "${HI_PASSES:=8}"
 	: "${LO_MIB:=160}" "${LO_PASSES:=600}" "${LO_PAUSE_MS:=0}"
+	RECLAIM_STEP=${RECLAIM_STEP:-}
 	echo "bench-reclaim: Linux $(uname -r); parent ${PARENT_MIB} MiB; hi ${HI_MIB} MiB x $HI_PASSES passes;" \
-		"lo ${LO_MIB} MiB x $LO_PASSES passes, ${LO_PAUSE_MS} ms pauses; $REPS rounds"
+		"lo ${LO_MIB} MiB x $LO_PASSES passes, ${LO_PAUSE_MS} ms pauses; $REPS rounds;" \
+		"step ${RECLAIM_STEP:-the default}"
 	if [ ! -r /proc/pressure/memory ] || ! zram_swap; then
 		echo "bench-reclaim: needs PSI and zram swap in the guest"
 		exit 1
@@ -52,6 +55,7 @@ if [ "${1:-}" = --in-guest ]; then
 		shift 2
 		if [ "$mode" = on ]; then
 			set -- --reclaim-for-priority --priority $P/hi=100 --priority $P/lo=0
+			[ -n "$RECLAIM_STEP" ] && set -- "$@" --reclaim-step "$RECLAIM_STEP"
 		fi
 		: >$W/agent-$mode-$i.out # before the agent's shell opens it: the wait reads it
 		"$B/agent/tierallocd" --interval 0.1 "$@" >>$W/agent-$mode-$i.out 2>&1 &
@@ -60,16 +64,23 @@ if [ "${1:-}" = --in-guest ]; then
 			echo "bench-reclaim: the agent did not start: $(cat $W/agent-$mode-$i.out)"
 			exit 1
 		fi
-		(echo 0 >$P/lo/cgroup.procs &&
-			exec "$B/tests/guest/reclaim_work" "$LO_MIB" "$LO_PASSES" "$LO_PAUSE_MS") \
-			>$W/lo.out 2>&1 &
-		lo=$!
-		until_true grep -q "^filled" $W/lo.out
+		lo=
+		: >$W/lo.out
+		if [ "$mode" != solo ]; then
+			(echo 0 >$P/lo/cgroup.procs &&
+				exec "$B/tests/guest/reclaim_work" "$LO_MIB" "$LO_PASSES" \
+					"$LO_PAUSE_MS") >$W/lo.out 2>&1 &
+			lo=$!
+			until_true grep -q "^filled" $W/lo.out
+		fi
 		(echo 0 >$P/hi/cgroup.procs &&
 			exec "$B/tests/guest/reclaim_work" "$HI_MIB" "$HI_PASSES") >$W/hi.out 2>&1
 		hi_rc=$?
-		wait $lo
-		lo_rc=$?
+		lo_rc=0
+		if [ -n "$lo" ]; then
+			wait $lo
+			lo_rc=$?
+		fi
 		kill -TERM $agent
 		wait $agent || true
 		hi_s=$(kv "$(tail -1 $W/hi.out)" seconds)
@@ -86,6 +97,7 @@ if [ "${1:-}" = --in-guest ]; then
 	}
 	r=1
 	while [ $r -le "$REPS" ]; do
+		run solo $r
 		if [ $((r % 2)) = 1 ]; then
 			run off $r
 			run on $r
@@ -115,11 +127,13 @@ if [ "${1:-}" = --in-guest ]; then
 		lo[v["mode"]] = lo[v["mode"]] " " v["lo_s"]
 	}
 	END {
+		printf "pressured job alone, s:  %s\n", stats(hi["solo"])
 		printf "pressured job (hi), s:   off %s\n", stats(hi["off"])
 		printf "                         on  %s\n", stats(hi["on"])
 		printf "harvested job (lo), s:   off %s\n", stats(lo["off"])
 		printf "                         on  %s\n", stats(lo["on"])
 		printf "hi: %.2fx faster with the policy (medians); the seed: 12.0 s -> 2.1 s, 5.7x\n", median(hi["off"]) / median(hi["on"])
+		printf "hi alone would be %.2fx faster than off (medians): the most the policy could give\n", median(hi["off"]) / median(hi["solo"])
 		printf "lo: %.2fx faster with the policy (medians); the seed:  9.7 s -> 5.1 s, 1.9x\n", median(lo["off"]) / median(lo["on"])
 	}' $out
 	exit $failed
@@ -130,7 +144,7 @@ REPS=${3:-5}
 KERNEL=${4:-6.1}
 # The sizes given in the environment go into the guest's.
 envs=
-for v in PARENT_MIB HI_MIB HI_PASSES LO_MIB LO_PASSES LO_PAUSE_MS; do
+for v in PARENT_MIB HI_MIB HI_PASSES LO_MIB LO_PASSES LO_PAUSE_MS RECLAIM_STEP; do
 	eval "if [ -n \"\${$v:-}\" ]; then envs=\"\$envs --env $v=\$$v\"; fi"
 done
 # shellcheck disable=SC2086 # $envs: one word per option and value, none with a space
