@@ -71,7 +71,7 @@ bench-access: bench/access-cost$(EXEEXT) $(lib_LTLIBRARIES)
 if HAVE_BPF
 bench_needs_agent = :
 else
-bench_needs_agent = { echo "$@ needs tierallocd, which this build has not (configure found no clang, bpftool, libbpf >= 1.0, libcgroup >= 2.0 or kernel BTF)" >&2; exit 1; }
+bench_needs_agent = { echo "$@ needs tierallocd, which this build has not (--enable-bpf=no, or configure found no clang, bpftool, libbpf >= 1.0, libcgroup >= 2.0 or kernel BTF)" >&2; exit 1; }
 endif
 
 # What the agent's access source (tierallocd --access damon) costs, in the 6.12 guest

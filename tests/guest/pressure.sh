@@ -22,6 +22,9 @@
 #   pressure.shown    tieralloc-stat shows the decisions while the agent runs (lo reclaimed
 #                     for hi's priority, hi pressured), none without the policy, and the agent
 #                     removes its status file when it stops
+#   pressure.declared  the same with the priorities the jobs declare (TIERALLOC_PRIORITY
+#                     under the preload, in their segments) instead of --priority: lo is
+#                     reclaimed for hi, never hi for lo
 #   pressure.data     every word of hi and lo is intact in both modes (reclaim_work's checks)
 # Completion times are printed, not judged (bench/run-reclaim.sh measures them).
 B=$1
@@ -76,7 +79,8 @@ run() {
 	"$AGENT" --interval 0.1 --textfile $W/metrics-$mode.prom "$@" >>$W/agent-$mode.out 2>&1 &
 	agent=$!
 	until_true grep -q "^tierallocd: attached" $W/agent-$mode.out
-	(echo 0 >$P/lo/cgroup.procs && exec "$RW" 160 0) >$W/lo-$mode.out 2>&1 &
+	# shellcheck disable=SC2086 # $LO_ENV, $HI_ENV: words for env, none with a space
+	(echo 0 >$P/lo/cgroup.procs && exec env $LO_ENV "$RW" 160 0) >$W/lo-$mode.out 2>&1 &
 	lo=$!
 	until_true grep -q "^filled" $W/lo-$mode.out
 	# 20 rounds of lo alone.
@@ -89,7 +93,8 @@ run() {
 	done) &
 	sampler=$!
 	t0=$(now_cs)
-	(echo 0 >$P/hi/cgroup.procs && exec "$RW" 160 "$HI_PASSES") >$W/hi-$mode.out 2>&1
+	# shellcheck disable=SC2086
+	(echo 0 >$P/hi/cgroup.procs && exec env $HI_ENV "$RW" 160 "$HI_PASSES") >$W/hi-$mode.out 2>&1
 	hi_rc=$?
 	hi_cs=$(($(now_cs) - t0))
 	hi_peak=$(cat $P/hi/memory.peak 2>/dev/null || echo 0)
@@ -121,6 +126,8 @@ metric() {
 }
 
 data_ok=0
+LO_ENV=
+HI_ENV=
 run off
 if grep -q "reclaim" $W/agent-off.out || grep -q "tieralloc_agent_reclaim" $W/metrics-off.prom; then
 	fail pressure.off "the agent reclaimed without --reclaim-for-priority:" \
@@ -175,7 +182,20 @@ else
 	pass pressure.shown
 	echo "   tieralloc-stat: $stat_lo"
 fi
-[ $data_ok = 2 ] && pass pressure.data
+# The priorities the containers declare (TIERALLOC_PRIORITY, in their segments under the
+# preload), with no --priority: the same decisions.
+LO_ENV="TIERALLOC_PRIORITY=0 LD_PRELOAD=$PRELOAD"
+HI_ENV="TIERALLOC_PRIORITY=100 LD_PRELOAD=$PRELOAD"
+run declared --reclaim-for-priority --rescan 0.5
+lines=$(grep -c "reclaim: $P/hi (priority 100) pressured (.*) -> $P/lo (priority 0" \
+	$W/agent-declared.out)
+if [ "$lines" -gt 0 ] && ! grep -q "reclaim: $P/lo (priority 0) pressured" $W/agent-declared.out; then
+	pass pressure.declared
+else
+	fail pressure.declared "$lines requests of lo for hi from the segments' priorities;" \
+		"agent: $(grep 'reclaim' $W/agent-declared.out | head -3)"
+fi
+[ $data_ok = 3 ] && pass pressure.data
 for d in $P/hi $P/lo $P; do
 	rmdir $d 2>/dev/null
 done
