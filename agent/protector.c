@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -542,6 +543,59 @@ int ta_protector_status(struct ta_protector *p, FILE *f)
 			    s->grows, s->decays, s->capped, s->errors, ago) < 0 ||
 		    ta_status_path(f, "path", p->v[i].path) != 0 || fputc('\n', f) < 0)
 			rc = -1;
+	}
+	pthread_mutex_unlock(&p->snap_lock);
+	return rc;
+}
+
+int ta_protector_metrics(struct ta_protector *p, FILE *f)
+{
+	static const struct {
+		const char *name, *type, *help;
+		size_t off;
+	} m[] = {
+		{ "tieralloc_agent_protect_low_bytes", "gauge",
+		  "memory.low tierallocd --protect keeps for the cgroup.",
+		  offsetof(struct snapshot, written) },
+		{ "tieralloc_agent_protect_original_bytes", "gauge",
+		  "The cgroup's memory.low before the agent raised it: restored when it stops.",
+		  offsetof(struct snapshot, original) },
+		{ "tieralloc_agent_protect_samples_total", "counter",
+		  "Samples of the cgroup's memory.current.", offsetof(struct snapshot, samples) },
+		{ "tieralloc_agent_protect_falls_total", "counter",
+		  "Falls of its usage fast enough to be stealing.",
+		  offsetof(struct snapshot, falls) },
+		{ "tieralloc_agent_protect_raises_total", "counter",
+		  "Writes of memory.low that raised it.", offsetof(struct snapshot, grows) },
+		{ "tieralloc_agent_protect_decays_total", "counter",
+		  "Writes of memory.low that lowered it.", offsetof(struct snapshot, decays) },
+		{ "tieralloc_agent_protect_capped_total", "counter",
+		  "Requests cut to what the parent affords.", offsetof(struct snapshot, capped) },
+		{ "tieralloc_agent_protect_errors_total", "counter",
+		  "Reads or writes of its files that failed.", offsetof(struct snapshot, errors) },
+	};
+	int rc = 0;
+	pthread_mutex_lock(&p->snap_lock);
+	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]) && rc == 0; k++) {
+		if (fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name,
+			    m[k].type) < 0)
+			rc = -1;
+		for (unsigned i = 0; i < p->n && rc == 0; i++) {
+			uint64_t v =
+			    *(const uint64_t *)(const void *)((const char *)&p->snap[i] + m[k].off);
+			if (fprintf(f, "%s{cgroup=\"", m[k].name) < 0)
+				rc = -1;
+			/* Label values escape backslash, quote and newline. */
+			for (const char *c = p->v[i].path; *c != '\0' && rc == 0; c++)
+				if (fprintf(f,
+					    *c == '\\' || *c == '"' ? "\\%c"
+					    : *c == '\n'	    ? "\\n"
+								    : "%c",
+					    *c) < 0)
+					rc = -1;
+			if (rc == 0 && fprintf(f, "\"} %" PRIu64 "\n", v) < 0)
+				rc = -1;
+		}
 	}
 	pthread_mutex_unlock(&p->snap_lock);
 	return rc;

@@ -30,6 +30,9 @@ void ta_protector_report(const struct ta_protector *p, FILE *f);
  * cap as of the last round, the counters, the seconds since the last write. 0, or -1 if f
  * failed. */
 int ta_protector_status(struct ta_protector *p, FILE *f);
+/* Its gauges and counters per victim in Prometheus' text format (tieralloc_agent_protect_*):
+ * 0, or -1 if f failed. */
+int ta_protector_metrics(struct ta_protector *p, FILE *f);
 /* Stop sampling, restore the original memory.low values, let the keeper go. NULL: nothing. */
 void ta_protector_stop(struct ta_protector *p);
 

@@ -31,11 +31,12 @@
  * (agent/lend.c), with an expiry the next interval renews (segments.c).
  *
  * With --reclaim-for-priority, every interval, a cgroup under memory pressure (PSI, memory.events,
- * refaults, steering, or growth about to fill its parent) has its lower-priority siblings reclaimed through memory.reclaim, a step
- * at a time, never below their memory.low/min (agent/pressure.c decides, agent/reclaim.c acts).
- * With --protect it keeps each named cgroup's memory.low at its usage plus headroom while reclaim
- * may steal from it (issue 17, seed 004: agent/protect.c decides, agent/protector.c runs it in a
- * thread and a lease keeper process undoes requests that are no longer renewed).
+ * refaults, steering, or growth about to fill its parent) has its lower-priority siblings reclaimed
+ * through memory.reclaim, a step at a time, never below their memory.low/min (agent/pressure.c
+ * decides, agent/reclaim.c acts). With --protect it keeps each named cgroup's memory.low at its
+ * usage plus headroom while reclaim may steal from it (issue 17, seed 004: agent/protect.c decides,
+ * agent/protector.c runs it in a thread and a lease keeper process undoes requests that are no
+ * longer renewed).
  *
  * main() is parse (getopt_long), load_attach, run and cleanup, the one way out.
  *
@@ -639,6 +640,8 @@ static int metrics_text(void *ctx, FILE *f)
 	struct agent *ag = ctx;
 	int n = ta_agent_segments_metrics(ag->segments, f);
 	if (n >= 0 && ag->reclaim != NULL && ta_reclaim_metrics(ag->reclaim, f) != 0)
+		return -1;
+	if (n >= 0 && ag->protector != NULL && ta_protector_metrics(ag->protector, f) != 0)
 		return -1;
 	return n;
 }

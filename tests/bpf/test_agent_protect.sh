@@ -9,7 +9,7 @@
 # keeper restores it after SIGKILL of the agent and removes the state file, an agent started after
 # both were killed takes the original from the state file and restores it on SIGTERM, a slow fall
 # decays it. The status file (--status) says what it did, tieralloc-stat --policies shows it, and
-# the agent removes it when it stops. Against a real kernel: tests/guest/protect.sh; the decisions: tests/unit/test_protect.c.
+# the agent removes it when it stops; its metrics (--textfile) have the same gauges and counters. Against a real kernel: tests/guest/protect.sh; the decisions: tests/unit/test_protect.c.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
 . "$(dirname "$0")/../integration/lib.sh"
@@ -78,7 +78,7 @@ trap stop EXIT
 start_agent() {
 	: >"$TA_WORK/agent$1.out"
 	"$AGENT" --protect "$fake" --protect-expiry 1 --status "$TA_WORK/policies" \
-		>"$TA_WORK/agent$1.out" 2>&1 &
+		--textfile "$TA_WORK/metrics.prom" >"$TA_WORK/agent$1.out" 2>&1 &
 	agent=$!
 	wait_for "agent $1 started" grep -q '^tierallocd: protecting' "$TA_WORK/agent$1.out"
 	keeper=$(sed -n 's/.*keeper pid \([0-9]*\)).*/\1/p' "$TA_WORK/agent$1.out")
@@ -112,6 +112,16 @@ shows() {
 		grep -q "raises [2-9]" "$TA_WORK/stat.out"
 }
 wait_for "tieralloc-stat showing memory.low 45M" shows
+# And in the agent's metrics (--textfile, rewritten every second).
+metrics_show() {
+	grep -q -x "tieralloc_agent_protect_low_bytes{cgroup=\"$fake\"} $((45 << 20))" \
+		"$TA_WORK/metrics.prom" 2>/dev/null &&
+		grep -q -x "tieralloc_agent_protect_original_bytes{cgroup=\"$fake\"} 1048576" \
+			"$TA_WORK/metrics.prom" &&
+		grep -q "^tieralloc_agent_protect_raises_total{cgroup=\"$fake\"} [2-9]$" \
+			"$TA_WORK/metrics.prom"
+}
+wait_for "metrics showing memory.low 45M" metrics_show
 "$STAT" --json --policies "$TA_WORK/policies" | python3 -c '
 import json, sys
 p = json.load(sys.stdin)["policies"]["entries"]
