@@ -86,7 +86,9 @@ int ta_cgctl_read(const char *path, const char *file, char *buf, size_t len)
 	int rc = cgroup_read_value_begin("memory", rel, name, &handle, buf, (int)len);
 	if (rc != 0 && rc != ECGEOF) {
 		int e = cgroup_get_last_errno();
-		cgroup_read_value_end(&handle);
+		/* libcgroup 2.0's end dereferences the handle: NULL when the file did not open. */
+		if (handle != NULL)
+			cgroup_read_value_end(&handle);
 		errno = e != 0 ? e : ENOENT;
 		return -1;
 	}
@@ -99,7 +101,8 @@ int ta_cgctl_read(const char *path, const char *file, char *buf, size_t len)
 		if (rc != 0)
 			buf[used] = '\0';
 	}
-	cgroup_read_value_end(&handle);
+	if (handle != NULL)
+		cgroup_read_value_end(&handle);
 	return (int)strlen(buf);
 }
 

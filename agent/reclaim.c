@@ -24,6 +24,7 @@
 
 #include "agent.h"
 #include "cgctl.h"
+#include "prom.h"
 #include "status.h"
 
 #define MiB (1024.0 * 1024.0)
@@ -225,6 +226,8 @@ static uint64_t parent_room(const char *path)
 		return UINT64_MAX;
 	memcpy(parent, path, (size_t)(slash - path));
 	parent[slash - path] = '\0';
+	if (strcmp(parent, ta_cgctl_mount()) == 0)
+		return UINT64_MAX; /* the root cgroup: no limit files */
 	char buf[64];
 	uint64_t max = UINT64_MAX, high = UINT64_MAX, current;
 	if (ta_cgctl_read(parent, "memory.max", buf, sizeof(buf)) <= 0 ||
@@ -403,14 +406,7 @@ static int metrics(const struct ta_reclaim *r, FILE *f)
 			    *(const uint64_t *)(const void *)((const char *)&r->e[i] + m[k].off);
 			if (fprintf(f, "%s{cgroup=\"", m[k].name) < 0)
 				return -1;
-			/* Label values escape backslash, quote and newline. */
-			for (const char *p = r->e[i].path; *p != '\0'; p++)
-				if (fprintf(f,
-					    *p == '\\' || *p == '"' ? "\\%c"
-					    : *p == '\n'	    ? "\\n"
-								    : "%c",
-					    *p) < 0)
-					return -1;
+			ta_prom_label_value(f, r->e[i].path);
 			if (fprintf(f, "\",priority=\"%u\"} %llu\n", r->e[i].priority,
 				    (unsigned long long)v) < 0)
 				return -1;

@@ -173,3 +173,15 @@ tests_unit_test_policies_SOURCES = tests/unit/test_policies.c tests/lib/test.h a
 tests_unit_test_policies_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent -I$(top_srcdir)/tools
 tests_unit_test_policies_CFLAGS = $(unit_cflags)
 tests_unit_test_policies_LDADD = $(unit_ldadd)
+
+# The agent's libcgroup wrapper on this host's hierarchy: built with the agent (HAVE_BPF, which
+# needs libcgroup).
+if HAVE_BPF
+check_PROGRAMS += tests/unit/test_cgctl
+TESTS += tests/unit/test_cgctl
+tests_unit_test_cgctl_SOURCES = tests/unit/test_cgctl.c tests/lib/test.h agent/cgctl.c \
+	agent/cgctl.h agent/cgstat.c agent/agent.h
+tests_unit_test_cgctl_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
+tests_unit_test_cgctl_CFLAGS = $(unit_cflags) $(LIBCGROUP_CFLAGS)
+tests_unit_test_cgctl_LDADD = $(unit_ldadd) $(LIBCGROUP_LIBS)
+endif
