@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "prom.h"
 #include "protector.h"
 
 /* What the agent and the keeper share (MAP_SHARED, made before the fork). */
@@ -585,14 +586,8 @@ int ta_protector_metrics(struct ta_protector *p, FILE *f)
 			    *(const uint64_t *)(const void *)((const char *)&p->snap[i] + m[k].off);
 			if (fprintf(f, "%s{cgroup=\"", m[k].name) < 0)
 				rc = -1;
-			/* Label values escape backslash, quote and newline. */
-			for (const char *c = p->v[i].path; *c != '\0' && rc == 0; c++)
-				if (fprintf(f,
-					    *c == '\\' || *c == '"' ? "\\%c"
-					    : *c == '\n'	    ? "\\n"
-								    : "%c",
-					    *c) < 0)
-					rc = -1;
+			else
+				ta_prom_label_value(f, p->v[i].path);
 			if (rc == 0 && fprintf(f, "\"} %" PRIu64 "\n", v) < 0)
 				rc = -1;
 		}

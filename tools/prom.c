@@ -126,7 +126,7 @@ static const struct tier_metric {
 
 /* A label value: valid UTF-8 as is but for the three characters the format escapes; a byte that
  * is not valid UTF-8 (or a control character other than a newline) becomes U+FFFD. */
-static void label_value(FILE *f, const char *str)
+void ta_prom_label_value(FILE *f, const char *str)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	while (*s != '\0') {
@@ -187,9 +187,9 @@ static void node_list(FILE *f, uint64_t mask)
 static void segment_labels(FILE *f, const struct ta_prom_segment *s)
 {
 	fputs("cgroup=\"", f);
-	label_value(f, s->cgroup);
+	ta_prom_label_value(f, s->cgroup);
 	fputs("\",segment=\"", f);
-	label_value(f, s->segment);
+	ta_prom_label_value(f, s->segment);
 	fputc('"', f);
 }
 
@@ -258,7 +258,7 @@ int ta_prom_write(FILE *f, const struct ta_prom_segment *segs, unsigned n)
 				fprintf(f, "tieralloc_%s{", tm->name);
 				segment_labels(f, s);
 				fprintf(f, ",tier=\"%u\",tier_name=\"", t);
-				label_value(f, s->tier[t].name);
+				ta_prom_label_value(f, s->tier[t].name);
 				fputs("\",nodes=\"", f);
 				node_list(f, s->tier[t].nodes);
 				if (tm->format == LIMIT && v == TA_SHM_UNLIMITED)

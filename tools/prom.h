@@ -55,4 +55,7 @@ struct ta_prom_segment {
  */
 int ta_prom_write(FILE *f, const struct ta_prom_segment *segs, unsigned n);
 
+/* One label value, escaped as ta_prom_write escapes them (the agent's own metrics use it too). */
+void ta_prom_label_value(FILE *f, const char *str);
+
 #endif /* TA_PROM_H */
