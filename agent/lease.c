@@ -1,0 +1,344 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Leases on a cgroup control file (lease.h). The table is shared with the keeper (MAP_SHARED,
+ * made before the fork); a lease is found by its cgroup's path and is restored only while the
+ * directory is still the one leased (its inode) and the file still holds what the agent wrote:
+ * a cgroup made again under the same path, or an operator's later write, stands.
+ *
+ * The keeper is a child process that uses system calls and snprintf only (the agent has
+ * threads when it forks). It polls the pipe whose write end only the agent holds: end of file
+ * means the agent stopped or died; it then restores what is still leased once expired, and
+ * exits when nothing is.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cgctl.h"
+#include "lease.h"
+
+struct entry {
+	_Atomic int used;
+	char path[PATH_MAX];
+	uint64_t ino;
+	_Atomic uint64_t original, written, renewed_ns;
+};
+
+struct ta_lease {
+	struct entry *e; /* TA_LEASE_MAX of them, shared with the keeper */
+	char file[64], state_dir[PATH_MAX], prefix[32];
+	uint64_t expiry_ns;
+	pthread_mutex_t lock; /* the agent's threads */
+	int pipe_wr;
+	pid_t keeper;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void value_text(uint64_t v, char *buf, size_t len)
+{
+	if (v == UINT64_MAX)
+		snprintf(buf, len, "max\n");
+	else
+		snprintf(buf, len, "%" PRIu64 "\n", v);
+}
+
+static void state_path(const struct ta_lease *l, uint64_t ino, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s-%" PRIu64, l->state_dir, l->prefix, ino);
+}
+
+/* Writes original back to dir/file if dir is still inode ino and the file holds written.
+ * 1 when written back, 0 when left as it is, -1 on an error. */
+static int restore(const char *dir, const char *file, uint64_t ino, uint64_t original,
+		   uint64_t written)
+{
+	struct stat st;
+	if (stat(dir, &st) != 0 || (uint64_t)st.st_ino != ino)
+		return 0;
+	char path[PATH_MAX + 80], buf[32];
+	if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
+		return -1;
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	uint64_t cur;
+	int rc = 0;
+	if (n > 0) {
+		buf[n] = '\0';
+		if (ta_cgstat_value(buf, &cur) == 0 && cur == written) {
+			value_text(original, buf, sizeof(buf));
+			rc = pwrite(fd, buf, strlen(buf), 0) == (ssize_t)strlen(buf) ? 1 : -1;
+		}
+	} else {
+		rc = -1;
+	}
+	close(fd);
+	return rc;
+}
+
+static void say(const char *who, const char *dir, const char *file, uint64_t written,
+		uint64_t original)
+{
+	char line[PATH_MAX + 200], w[24], o[24];
+	value_text(written, w, sizeof(w));
+	value_text(original, o, sizeof(o));
+	w[strcspn(w, "\n")] = o[strcspn(o, "\n")] = '\0';
+	int len = snprintf(line, sizeof(line), "%s: %s: %s %s -> %s (the original)\n", who, dir,
+			   file, w, o);
+	if (len > 0 && write(STDOUT_FILENO, line, (size_t)len) < 0)
+		return;
+}
+
+/* Earlier agents' state files: "original written path", one line. */
+static void restore_states(const struct ta_lease *l)
+{
+	DIR *d = opendir(l->state_dir);
+	if (d == NULL)
+		return;
+	size_t plen = strlen(l->prefix);
+	for (struct dirent *de; (de = readdir(d)) != NULL;) {
+		char *end;
+		if (strncmp(de->d_name, l->prefix, plen) != 0 || de->d_name[plen] != '-')
+			continue;
+		errno = 0;
+		unsigned long long ino = strtoull(de->d_name + plen + 1, &end, 10);
+		if (errno != 0 || *end != '\0')
+			continue;
+		char sp[2 * PATH_MAX], rec[PATH_MAX + 64], dir[PATH_MAX];
+		snprintf(sp, sizeof(sp), "%s/%s", l->state_dir, de->d_name);
+		int fd = open(sp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		ssize_t n = fd >= 0 ? read(fd, rec, sizeof(rec) - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		unsigned long long orig, written;
+		if (n > 0) {
+			rec[n] = '\0';
+			/* Only root writes the state directory, and restore() checks the
+			 * directory's inode. The path comes last: it may hold spaces. */
+			if (sscanf(rec, "%llu %llu %4095[^\n]", &orig, &written, dir) == 3 &&
+			    restore(dir, l->file, ino, orig, written) == 1)
+				say("tierallocd", dir, l->file, written, orig);
+		}
+		unlink(sp);
+	}
+	closedir(d);
+}
+
+static void state_write(const struct ta_lease *l, const struct entry *e)
+{
+	char sp[PATH_MAX + 64], rec[PATH_MAX + 64];
+	state_path(l, e->ino, sp, sizeof(sp));
+	int len = snprintf(rec, sizeof(rec), "%" PRIu64 " %" PRIu64 " %s\n",
+			   atomic_load(&e->original), atomic_load(&e->written), e->path);
+	int fd = open(sp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, rec, (size_t)len) != len)
+		unlink(sp);
+	close(fd);
+}
+
+static void forget(const struct ta_lease *l, struct entry *e)
+{
+	char sp[PATH_MAX + 64];
+	state_path(l, e->ino, sp, sizeof(sp));
+	unlink(sp);
+	atomic_store(&e->used, 0);
+}
+
+static void keeper(struct ta_lease *l, int rd)
+{
+	signal(SIGINT, SIG_IGN); /* a terminal's ^C or a SIGTERM is the agent's to act on */
+	signal(SIGTERM, SIG_IGN);
+	prctl(PR_SET_NAME, "tierallocd-cap");
+	long maxfd = sysconf(_SC_OPEN_MAX);
+	for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++)
+		if (fd != rd)
+			close(fd);
+	bool agent_gone = false;
+	int tick_ms = (int)(l->expiry_ns / 4000000u);
+	if (tick_ms < 10)
+		tick_ms = 10;
+	for (;;) {
+		struct pollfd pfd = { .fd = rd, .events = POLLIN };
+		if (!agent_gone && poll(&pfd, 1, tick_ms) > 0) {
+			char c;
+			if (read(rd, &c, 1) <= 0)
+				agent_gone = true;
+		} else if (agent_gone) {
+			poll(NULL, 0, tick_ms);
+		}
+		uint64_t now = now_ns();
+		unsigned held = 0;
+		for (unsigned i = 0; i < TA_LEASE_MAX; i++) {
+			struct entry *e = &l->e[i];
+			if (!atomic_load(&e->used))
+				continue;
+			if (now - atomic_load(&e->renewed_ns) < l->expiry_ns) {
+				held++;
+				continue;
+			}
+			uint64_t w = atomic_load(&e->written), o = atomic_load(&e->original);
+			if (restore(e->path, l->file, e->ino, o, w) == 1)
+				say("tierallocd-cap: lease expired", e->path, l->file, w, o);
+			forget(l, e);
+		}
+		if (agent_gone && held == 0)
+			_exit(0);
+	}
+}
+
+struct ta_lease *ta_lease_start(const char *file, const char *state_dir, const char *prefix,
+				uint64_t expiry_ns, char *err, size_t errlen)
+{
+	struct ta_lease *l = calloc(1, sizeof(*l));
+	if (l == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	snprintf(l->file, sizeof(l->file), "%s", file);
+	snprintf(l->state_dir, sizeof(l->state_dir), "%s", state_dir);
+	snprintf(l->prefix, sizeof(l->prefix), "%s", prefix);
+	l->expiry_ns = expiry_ns;
+	l->pipe_wr = -1;
+	pthread_mutex_init(&l->lock, NULL);
+	mkdir(state_dir, 0755);
+	restore_states(l);
+	l->e = mmap(NULL, sizeof(struct entry) * TA_LEASE_MAX, PROT_READ | PROT_WRITE,
+		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int p[2];
+	if (l->e == MAP_FAILED || pipe2(p, O_CLOEXEC) != 0) {
+		snprintf(err, errlen, "%s: %s", l->e == MAP_FAILED ? "mmap" : "pipe",
+			 strerror(errno));
+		if (l->e != MAP_FAILED)
+			munmap(l->e, sizeof(struct entry) * TA_LEASE_MAX);
+		free(l);
+		return NULL;
+	}
+	fflush(stdout);
+	l->keeper = fork();
+	if (l->keeper < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(p[0]);
+		close(p[1]);
+		munmap(l->e, sizeof(struct entry) * TA_LEASE_MAX);
+		free(l);
+		return NULL;
+	}
+	if (l->keeper == 0) {
+		close(p[1]);
+		keeper(l, p[0]);
+	}
+	close(p[0]);
+	l->pipe_wr = p[1];
+	return l;
+}
+
+static struct entry *find(struct ta_lease *l, const char *cgroup)
+{
+	for (unsigned i = 0; i < TA_LEASE_MAX; i++)
+		if (atomic_load(&l->e[i].used) && strcmp(l->e[i].path, cgroup) == 0)
+			return &l->e[i];
+	return NULL;
+}
+
+int ta_lease_hold(struct ta_lease *l, const char *cgroup, uint64_t original, uint64_t written)
+{
+	struct stat st;
+	if (stat(cgroup, &st) != 0)
+		return -1;
+	pthread_mutex_lock(&l->lock);
+	struct entry *e = find(l, cgroup);
+	if (e != NULL && e->ino != (uint64_t)st.st_ino) {
+		forget(l, e); /* the same path, another cgroup: its lease is over */
+		e = NULL;
+	}
+	if (e == NULL) {
+		for (unsigned i = 0; i < TA_LEASE_MAX && e == NULL; i++)
+			if (!atomic_load(&l->e[i].used))
+				e = &l->e[i];
+		if (e == NULL) {
+			pthread_mutex_unlock(&l->lock);
+			return -1;
+		}
+		snprintf(e->path, sizeof(e->path), "%s", cgroup);
+		e->ino = (uint64_t)st.st_ino;
+		atomic_store(&e->original, original);
+	}
+	atomic_store(&e->written, written);
+	atomic_store(&e->renewed_ns, now_ns());
+	atomic_store(&e->used, 1);
+	state_write(l, e);
+	pthread_mutex_unlock(&l->lock);
+	return 0;
+}
+
+void ta_lease_renew(struct ta_lease *l)
+{
+	uint64_t now = now_ns();
+	for (unsigned i = 0; i < TA_LEASE_MAX; i++)
+		if (atomic_load(&l->e[i].used))
+			atomic_store(&l->e[i].renewed_ns, now);
+}
+
+void ta_lease_drop(struct ta_lease *l, const char *cgroup)
+{
+	pthread_mutex_lock(&l->lock);
+	struct entry *e = find(l, cgroup);
+	if (e != NULL)
+		forget(l, e);
+	pthread_mutex_unlock(&l->lock);
+}
+
+bool ta_lease_held(struct ta_lease *l, const char *cgroup)
+{
+	pthread_mutex_lock(&l->lock);
+	bool held = find(l, cgroup) != NULL;
+	pthread_mutex_unlock(&l->lock);
+	return held;
+}
+
+void ta_lease_stop(struct ta_lease *l)
+{
+	if (l == NULL)
+		return;
+	pthread_mutex_lock(&l->lock);
+	for (unsigned i = 0; i < TA_LEASE_MAX; i++) {
+		struct entry *e = &l->e[i];
+		if (!atomic_load(&e->used))
+			continue;
+		uint64_t w = atomic_load(&e->written), o = atomic_load(&e->original);
+		if (restore(e->path, l->file, e->ino, o, w) == 1)
+			say("tierallocd: stopped", e->path, l->file, w, o);
+		forget(l, e);
+	}
+	pthread_mutex_unlock(&l->lock);
+	close(l->pipe_wr);
+	waitpid(l->keeper, NULL, 0);
+	munmap(l->e, sizeof(struct entry) * TA_LEASE_MAX);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+	fflush(stdout);
+}
