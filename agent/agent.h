@@ -57,12 +57,15 @@ struct ta_lend_cg {
 void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64_t reserve);
 
 /* ---- pressure.c: reclaim for priority (--reclaim-for-priority, seed 001), pure ---- */
-#define TA_PRESS_MAX 256 /* cgroups in one plan */
+#define TA_PRESS_MAX	    256		  /* cgroups in one plan */
+#define TA_PRESS_CAP_MARGIN (16ull << 20) /* a cap's distance above a floor (pressure.c) */
+#define TA_PRESS_CAP_MIN    (4ull << 20)  /* the least cap, without a floor */
 /* What one cgroup's control files said at one round; cumulative counters except current, low
  * and min. */
 struct ta_press_sample {
 	uint64_t current;  /* memory.current */
 	uint64_t low, min; /* memory.low, memory.min: the floor reclaim never goes below */
+	uint64_t high;	   /* memory.high (UINT64_MAX: max) */
 	uint64_t psi_us;   /* memory.pressure "some" total, microseconds stalled */
 	uint64_t events;   /* memory.events high + max */
 	uint64_t refaults; /* memory.stat workingset_refault_anon + _file, pages */
@@ -86,10 +89,13 @@ struct ta_press_cg {
 			    * UINT64_MAX: none or unknown */
 	unsigned calm;	   /* in and out: rounds since it was last pressured (0: this one) */
 	struct ta_press_sample prev, now;
+	uint64_t cap;	    /* the memory.high the agent holds it at (UINT64_MAX: none) */
+	uint64_t high_orig; /* its memory.high before the agent's cap (UINT64_MAX: max) */
 	/* Out. */
 	unsigned why;	  /* TA_PRESS_* when it is pressured, 0 otherwise */
-	uint64_t reclaim; /* bytes to ask its memory.reclaim for this round */
+	uint64_t reclaim; /* bytes to take from it this round */
 	int for_whom;	  /* the pressured cgroup it is reclaimed for (index), -1: none */
+	uint64_t cap_to;  /* the cap from now on: == cap unchanged, UINT64_MAX: lift it */
 };
 struct ta_press_config {
 	uint64_t psi_us;   /* stall per round that counts as pressure */
@@ -100,11 +106,16 @@ struct ta_press_config {
 	 * fills its parent's room within `ahead` rounds, is pressured (0: off). */
 	uint64_t grow_min;
 	unsigned ahead;
+	/* Caps: a cgroup reclaimed is held at memory.high = its usage less what it gives, so that
+	 * it cannot fault back at once what it gave; the cap rises again as the parent has room
+	 * beyond a step, once no higher priority of its group is pressured. */
+	bool cap;
 };
 /* One round: which cgroups are pressured, and how much to reclaim of which lower-priority
  * siblings: within each group, for its highest-priority pressured cgroup, at most step bytes,
  * lowest priority first (then the one with the most above its floor), none below
- * max(low, min). Returns the number of cgroups to reclaim from. */
+ * max(low, min); with caps, what each cap becomes. Returns the number of cgroups to reclaim
+ * from. */
 unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press_config *cfg);
 
 /* ---- reclaim.c: --reclaim-for-priority, the agent's side ---- */
@@ -116,13 +127,22 @@ struct ta_reclaim_config {
 	unsigned hold;	   /* rounds a cgroup stays pressured after its last signal */
 	uint64_t grow_min; /* ahead of pressure (ta_press_config): 0 for off */
 	unsigned ahead;
+	uint64_t interval_ns; /* a round's length: a memory.high write is cut short after one */
 	const struct ta_agent_priority *priorities; /* the operator's, over TIERALLOC_PRIORITY */
 	unsigned npriorities;
 };
 struct ta_reclaim;
 struct ta_agent_segments;
-/* libcgroup started: NULL with a line in err when it cannot. */
-struct ta_reclaim *ta_reclaim_new(char *err, size_t errlen);
+struct ta_reclaim_options {
+	bool cap;	       /* hold victims at memory.high (pressure.c), leased (lease.h) */
+	uint64_t expiry_ns;    /* a cap not renewed for this long is restored by the keeper */
+	const char *state_dir; /* the leases' state files */
+};
+/* libcgroup started: NULL with a line in err when it cannot. Caps need cgroup v2 and the
+ * keeper; without them the policy goes on with memory.reclaim alone, and says so. */
+struct ta_reclaim *ta_reclaim_new(const struct ta_reclaim_options *o, char *err, size_t errlen);
+/* Whether victims are capped. */
+bool ta_reclaim_caps(const struct ta_reclaim *r);
 /* One round: sample, decide (ta_press_plan), write memory.reclaim, say so. set may be NULL. */
 void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		      const struct ta_reclaim_config *cfg);

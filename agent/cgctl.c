@@ -146,6 +146,8 @@ unsigned ta_cgctl_sample(const char *path, struct ta_press_sample *s)
 	if (v2 && read_value(path, "memory.low", &s->low) &&
 	    read_value(path, "memory.min", &s->min))
 		have |= TA_CG_HAVE_LOW;
+	if (!v2 || !read_value(path, "memory.high", &s->high))
+		s->high = UINT64_MAX;
 	/* v1's soft limit is no protection, but the closest thing to one: kept as the floor. */
 	if (!v2 && read_value(path, "memory.soft_limit_in_bytes", &s->low))
 		have |= TA_CG_HAVE_LOW;

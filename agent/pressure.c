@@ -19,9 +19,32 @@
  * - Siblings are cgroups of one group (the same parent: they share its memory.max, which is
  *   where taking from one gives to the other). Only strictly lower priorities are reclaimed: two
  *   of one priority never take from each other.
- * - A round takes at most `step` bytes per group: reclaim costs the victim CPU and refaults,
- *   and the next round sees whether the pressure went away. Lowest priority first, and within a
- *   priority the one with the most above its floor; nothing below max(memory.low, memory.min).
+ * - How much a round takes per group: what the parent lacks of the room the pressured cgroup
+ *   wants, that is a step or, growing, its growth of the last round for `ahead` rounds
+ *   (whichever is more, at most four steps), less the parent's room now; a step when the parent
+ *   has no limit. Reclaim costs the victim CPU and refaults, so no more than the room wanted:
+ *   a parent with a step free gives the pressured one nothing more to gain. Lowest priority
+ *   first, and within a priority the one with the most above its floor; nothing below
+ *   max(memory.low, memory.min).
+ * - Caps (memory.high): reclaim alone does not keep the room it made. A harvested job that
+ *   keeps touching its memory faults it back within the round, from the same parent, and the
+ *   pressured one finds the parent full again (measured in the guest: the pressured job took
+ *   1.5 s with reclaim against 1.0 s alone). So a cgroup reclaimed is also held at memory.high
+ *   = its usage less what it gives: its own faults then reclaim its own pages, and the kernel
+ *   throttles it, instead of taking from the parent. A cap only goes down while a higher
+ *   priority of its group is pressured; once none is, it rises by what the parent has free
+ *   beyond one step (kept for the high-priority one's growth) and is lifted when it reaches
+ *   the cgroup's own memory.high or stands a step above its usage (it no longer binds), or
+ *   at once when the parent has no limit. It rises by a quarter step a round at least: the
+ *   parent may stay full without anyone needing it (a job that ended leaves its page cache
+ *   charged), and a cap that waited for room would then starve the capped job for good (seed
+ *   001's file workload did: lo crawled at its cap after hi had ended). If the higher
+ *   priority needs it again, its pressure lowers the cap again.
+ * - A cap stays TA_PRESS_CAP_MARGIN above a floor: the kernel's reclaim at memory.high
+ *   overshoots while the capped job keeps faulting (lo fell 12 MiB under a cap in the 6.12
+ *   guest), and memory.low does not hold against it (the capped cgroup is the root of that
+ *   reclaim). Without a floor it stays at TA_PRESS_CAP_MIN or more: at memory.high 0 every
+ *   fault of the capped job is throttled to the kernel's longest penalty.
  */
 #include "agent.h"
 
@@ -58,6 +81,58 @@ static uint64_t above_floor(const struct ta_press_cg *c)
 	return sub0(c->now.current, floor);
 }
 
+/* The bytes a round takes for pressured cgroup c (see the header). */
+static uint64_t wanted(const struct ta_press_cg *c, const struct ta_press_config *cfg)
+{
+	if (c->room == UINT64_MAX)
+		return cfg->step;
+	uint64_t want = cfg->step, grew = c->have_prev ? sub0(c->now.current, c->prev.current) : 0;
+	if (cfg->ahead > 0 && grew > want / cfg->ahead)
+		want = grew > UINT64_MAX / cfg->ahead ? UINT64_MAX : grew * cfg->ahead;
+	if (want / 4 > cfg->step)
+		want = 4 * cfg->step;
+	return sub0(want, c->room);
+}
+
+static bool higher_pressured(const struct ta_press_cg *cg, unsigned n, unsigned i)
+{
+	for (unsigned j = 0; j < n; j++)
+		if (cg[j].group == cg[i].group && cg[j].priority > cg[i].priority && cg[j].why != 0)
+			return true;
+	return false;
+}
+
+/* What cgroup i's cap becomes this round (see the header). */
+static uint64_t cap_of(const struct ta_press_cg *cg, unsigned n, unsigned i,
+		       const struct ta_press_config *cfg)
+{
+	const struct ta_press_cg *c = &cg[i];
+	uint64_t held = c->cap < c->high_orig ? c->cap : c->high_orig;
+	if (c->reclaim > 0) {
+		uint64_t floor = c->now.low > c->now.min ? c->now.low : c->now.min;
+		floor += floor > 0 ? TA_PRESS_CAP_MARGIN : TA_PRESS_CAP_MIN;
+		uint64_t to = sub0(c->now.current, c->reclaim);
+		if (to < floor)
+			to = floor;
+		return to < held ? to : c->cap;
+	}
+	if (c->cap == UINT64_MAX || higher_pressured(cg, n, i))
+		return c->cap;
+	if (c->room == UINT64_MAX)
+		return UINT64_MAX;
+	/* By the room beyond a step, and by a quarter step at least: a parent kept full by
+	 * others' memory (page cache of jobs that ended stays charged) would otherwise hold the
+	 * cap for good. Lifted at its own memory.high, or once it is a step above its usage: it
+	 * could then take the parent's whole room anyway. */
+	uint64_t by = c->room > cfg->step ? c->room - cfg->step : 0;
+	if (by < cfg->step / 4)
+		by = cfg->step / 4;
+	uint64_t raised = c->cap + by;
+	bool lift =
+	    raised < c->cap || raised >= c->high_orig || c->cap >= c->now.current + cfg->step;
+	return lift ? UINT64_MAX : raised;
+}
+
 unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press_config *cfg)
 {
 	if (n > TA_PRESS_MAX)
@@ -88,7 +163,7 @@ unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press
 				high = (int)j;
 		if (high < 0)
 			continue;
-		uint64_t budget = cfg->step;
+		uint64_t budget = wanted(&cg[high], cfg);
 		while (budget > 0) {
 			int best = -1;
 			for (unsigned j = i; j < n; j++) {
@@ -112,5 +187,7 @@ unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press
 			victims++;
 		}
 	}
+	for (unsigned i = 0; i < n; i++)
+		cg[i].cap_to = cfg->cap ? cap_of(cg, n, i, cfg) : cg[i].cap;
 	return victims;
 }

@@ -13,9 +13,22 @@
  * write before it looks for a signal, so chunks are what keeps a request stoppable. A request is
  * dropped between chunks when a round no longer asks for it (the pressure went away) or the
  * agent stops.
+ *
+ * Caps (pressure.c says why): with them, a victim's request is a memory.high write instead. The
+ * kernel sets the value at once, then reclaims down to it before the write returns, in a loop
+ * that ends only below the value, after reclaim finds nothing, or on a signal: a victim that
+ * faults its pages back as fast as they go keeps it looping (the agent hung in it, at its
+ * stop, with seed 001's file workload). The cap works without the loop (the victim's own faults
+ * reclaim it past the value), so a write that lasted a round is cut short: the round sends the
+ * worker SIGUSR2 (a handler that does nothing, SA_RESTART), and so does the stop. Every cap is
+ * leased (lease.c): a keeper process restores the victim's own memory.high when the agent stops
+ * renewing, killed or hung, and the agent restores them all when it stops. A victim whose
+ * memory.high is no longer the cap (the keeper restored it, or an operator wrote it) is uncapped,
+ * and that value is its own again.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +37,7 @@
 
 #include "agent.h"
 #include "cgctl.h"
+#include "lease.h"
 #include "prom.h"
 #include "status.h"
 
@@ -42,8 +56,12 @@ struct entry {
 	uint64_t short_writes;	   /* writes the kernel could not fill (EAGAIN) */
 	uint64_t reclaimed;	   /* its memory.current's drop across the writes */
 	uint64_t dropped;	   /* requests dropped before their end (pressure gone) */
+	uint64_t caps;		   /* memory.high writes that lowered its cap */
+	uint64_t lifts;		   /* its cap lifted (its own memory.high back) */
 	bool queued;		   /* a request to it is queued or under way */
 	bool wanted;		   /* the last round asked to reclaim it */
+	uint64_t cap;		   /* the memory.high it is held at (UINT64_MAX: not capped) */
+	uint64_t high_orig;	   /* its own memory.high, while capped */
 	/* The last decision, for the status file: why it is pressured now (0: it is not); when
 	 * it was last asked to give memory, and for whom. */
 	unsigned why_now;
@@ -52,10 +70,13 @@ struct entry {
 	char last_for[TA_SHM_PATH_MAX + 1];
 };
 
-/* A write to one victim, for the worker. */
+/* A write to one victim, for the worker: bytes to reclaim, or with cap a memory.high to hold it
+ * at (UINT64_MAX: its own, high_orig). */
 struct job {
 	char path[TA_SHM_PATH_MAX + 1];
 	uint64_t bytes, before;
+	bool cap;
+	uint64_t cap_to, from, high_orig;
 };
 
 #define CHUNK (2ull << 20)
@@ -64,6 +85,7 @@ struct ta_reclaim {
 	unsigned n;
 	bool can_write; /* cgroup v2: memory.reclaim */
 	bool said_no_reclaim;
+	struct ta_lease *lease; /* the caps' (NULL: no caps) */
 	struct entry e[TA_PRESS_MAX];
 	struct ta_press_cg cg[TA_PRESS_MAX];
 	struct ta_agent_cgroup segs[TA_PRESS_MAX];
@@ -74,6 +96,7 @@ struct ta_reclaim {
 	pthread_cond_t wake;
 	pthread_t worker;
 	bool have_worker, stopping;
+	uint64_t high_write_ns; /* when the worker's memory.high write under way began; 0: none */
 	unsigned head, njobs;
 	struct job jobs[TA_PRESS_MAX];
 };
@@ -93,6 +116,93 @@ static struct entry *find(struct ta_reclaim *r, const char *path)
 	return NULL;
 }
 
+/* A request's memory.reclaim writes, a chunk at a time (r->lock held, dropped around each). */
+static int reclaim_chunks(struct ta_reclaim *r, const struct job *j, uint64_t *done, int *err,
+			  bool *dropped)
+{
+	int rc = 0;
+	while (*done < j->bytes && rc == 0) {
+		struct entry *e = find(r, j->path);
+		if (r->stopping || e == NULL || !e->wanted) {
+			*dropped = true;
+			break;
+		}
+		uint64_t chunk = j->bytes - *done < CHUNK ? j->bytes - *done : CHUNK;
+		pthread_mutex_unlock(&r->lock);
+		rc = ta_cgctl_reclaim(j->path, chunk);
+		*err = errno;
+		pthread_mutex_lock(&r->lock);
+		*done += chunk;
+	}
+	return rc;
+}
+
+static int write_high(const char *path, uint64_t v)
+{
+	char value[32];
+	if (v == UINT64_MAX)
+		snprintf(value, sizeof(value), "max");
+	else
+		snprintf(value, sizeof(value), "%llu", (unsigned long long)v);
+	return ta_cgctl_write(path, "memory.high", value);
+}
+
+/* A cap's memory.high write (r->lock held, dropped around it), leased before it is written. */
+static int cap_write(struct ta_reclaim *r, const struct job *j, uint64_t *done, int *err,
+		     bool *dropped)
+{
+	uint64_t v = j->cap_to == UINT64_MAX ? j->high_orig : j->cap_to;
+	bool lift = j->cap_to == UINT64_MAX;
+	if (r->stopping || find(r, j->path) == NULL) {
+		*dropped = true;
+		return 0;
+	}
+	r->high_write_ns = mono_ns();
+	pthread_mutex_unlock(&r->lock);
+	int rc;
+	if (!lift && ta_lease_hold(r->lease, j->path, j->high_orig, v) != 0) {
+		rc = -1;
+		*err = ENOSPC; /* every lease held */
+	} else {
+		rc = write_high(j->path, v);
+		*err = errno;
+	}
+	pthread_mutex_lock(&r->lock);
+	r->high_write_ns = 0;
+	struct entry *e = find(r, j->path);
+	if (rc != 0) {
+		/* Not written: a lease taken for it would restore a value never there. */
+		if (!lift && (e == NULL || e->cap == UINT64_MAX))
+			ta_lease_drop(r->lease, j->path);
+		return rc;
+	}
+	if (lift)
+		ta_lease_drop(r->lease, j->path);
+	if (e != NULL) {
+		if (e->cap == UINT64_MAX && !lift)
+			e->high_orig = j->high_orig;
+		e->cap = lift ? UINT64_MAX : v;
+		e->caps += v < j->from && !lift;
+		e->lifts += lift;
+	}
+	uint64_t at = j->from < j->before ? j->from : j->before;
+	*done = v < at ? at - v : 0;
+	return 0;
+}
+
+/* SIGUSR2's handler: the signal's only work is to be pending (see the header). */
+static void on_kick(int sig)
+{
+	(void)sig;
+}
+
+/* Cuts the worker's memory.high write short if it began at least min_ns ago (r->lock held). */
+static void kick(struct ta_reclaim *r, uint64_t min_ns)
+{
+	if (r->have_worker && r->high_write_ns != 0 && mono_ns() - r->high_write_ns >= min_ns)
+		pthread_kill(r->worker, SIGUSR2);
+}
+
 static void *work(void *arg)
 {
 	struct ta_reclaim *r = arg;
@@ -106,31 +216,29 @@ static void *work(void *arg)
 		r->head = (r->head + 1) % TA_PRESS_MAX;
 		r->njobs--;
 		uint64_t t0 = mono_ns(), done = 0;
-		int rc = 0, err = 0;
+		int err = 0;
 		bool dropped = false;
-		while (done < j.bytes && rc == 0) {
-			struct entry *e = find(r, j.path);
-			if (r->stopping || e == NULL || !e->wanted) {
-				dropped = true;
-				break;
-			}
-			uint64_t chunk = j.bytes - done < CHUNK ? j.bytes - done : CHUNK;
-			pthread_mutex_unlock(&r->lock);
-			rc = ta_cgctl_reclaim(j.path, chunk);
-			err = errno;
-			pthread_mutex_lock(&r->lock);
-			done += chunk;
-		}
+		int rc = j.cap ? cap_write(r, &j, &done, &err, &dropped)
+			       : reclaim_chunks(r, &j, &done, &err, &dropped);
 		pthread_mutex_unlock(&r->lock);
 		uint64_t took = mono_ns() - t0;
 		struct ta_press_sample after;
 		uint64_t got = 0;
 		if (ta_cgctl_sample(j.path, &after) != 0 && after.current < j.before)
 			got = j.before - after.current;
-		printf("tierallocd: reclaim: %s: %.1f of %.1f MiB written, %.1f MiB freed in %llu "
-		       "ms%s%s\n",
-		       j.path, done / MiB, j.bytes / MiB, got / MiB,
-		       (unsigned long long)(took / 1000000), rc != 0 ? ", " : "",
+		char what[96], from[24] = "max";
+		if (j.from != UINT64_MAX)
+			snprintf(from, sizeof(from), "%.1f", j.from / MiB);
+		if (!j.cap)
+			snprintf(what, sizeof(what), "%.1f of %.1f MiB written", done / MiB,
+				 j.bytes / MiB);
+		else if (j.cap_to == UINT64_MAX)
+			snprintf(what, sizeof(what), "cap lifted");
+		else
+			snprintf(what, sizeof(what), "memory.high %s -> %.1f MiB", from,
+				 j.cap_to / MiB);
+		printf("tierallocd: reclaim: %s: %s, %.1f MiB freed in %llu ms%s%s\n", j.path, what,
+		       got / MiB, (unsigned long long)(took / 1000000), rc != 0 ? ", " : "",
 		       rc != 0	 ? strerror(err)
 		       : dropped ? ", dropped: no longer asked"
 				 : "");
@@ -148,7 +256,7 @@ static void *work(void *arg)
 	return NULL;
 }
 
-struct ta_reclaim *ta_reclaim_new(char *err, size_t errlen)
+struct ta_reclaim *ta_reclaim_new(const struct ta_reclaim_options *o, char *err, size_t errlen)
 {
 	if (ta_cgctl_init(err, errlen) != 0)
 		return NULL;
@@ -160,13 +268,30 @@ struct ta_reclaim *ta_reclaim_new(char *err, size_t errlen)
 	r->can_write = ta_cgctl_version() == 2;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->wake, NULL);
+	/* The keeper is forked before the worker thread starts. */
+	if (r->can_write && o->cap) {
+		struct sigaction sa = { .sa_handler = on_kick, .sa_flags = SA_RESTART };
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGUSR2, &sa, NULL);
+		char lerr[128];
+		r->lease = ta_lease_start("memory.high", o->state_dir, "cap", o->expiry_ns, lerr,
+					  sizeof(lerr));
+		if (r->lease == NULL)
+			printf("tierallocd: reclaim: no caps: %s\n", lerr);
+	}
 	if (r->can_write && pthread_create(&r->worker, NULL, work, r) != 0) {
 		snprintf(err, errlen, "cannot start its thread (%s)", strerror(errno));
+		ta_lease_stop(r->lease);
 		free(r);
 		return NULL;
 	}
 	r->have_worker = r->can_write;
 	return r;
+}
+
+bool ta_reclaim_caps(const struct ta_reclaim *r)
+{
+	return r->lease != NULL;
 }
 
 void ta_reclaim_free(struct ta_reclaim *r)
@@ -178,8 +303,24 @@ void ta_reclaim_free(struct ta_reclaim *r)
 		r->stopping = true;
 		pthread_cond_signal(&r->wake);
 		pthread_mutex_unlock(&r->lock);
-		pthread_join(r->worker, NULL);
+		/* A memory.high write under way is cut short, however long it has run. */
+		for (;;) {
+			struct timespec by;
+			clock_gettime(CLOCK_REALTIME, &by);
+			by.tv_nsec += 50000000;
+			if (by.tv_nsec >= 1000000000) {
+				by.tv_sec++;
+				by.tv_nsec -= 1000000000;
+			}
+			if (pthread_timedjoin_np(r->worker, NULL, &by) == 0)
+				break;
+			pthread_mutex_lock(&r->lock);
+			kick(r, 0);
+			pthread_mutex_unlock(&r->lock);
+		}
 	}
+	fflush(stdout);
+	ta_lease_stop(r->lease); /* every cap back to the cgroup's own memory.high */
 	free(r);
 }
 
@@ -194,6 +335,7 @@ static struct entry *entry_of(struct ta_reclaim *r, const char *path)
 	memset(e, 0, sizeof(*e));
 	snprintf(e->path, sizeof(e->path), "%s", path);
 	e->calm = UINT32_MAX;
+	e->cap = e->high_orig = UINT64_MAX;
 	return e;
 }
 
@@ -242,11 +384,31 @@ static uint64_t parent_room(const char *path)
 	return limit > current ? limit - current : 0;
 }
 
+/* A job for the worker: bytes to reclaim, or the cap the plan gave (r->lock held). */
+static void queue(struct ta_reclaim *r, struct entry *e, const struct ta_press_cg *c,
+		  uint64_t bytes)
+{
+	struct job *job = &r->jobs[(r->head + r->njobs++) % TA_PRESS_MAX];
+	size_t plen = strlen(e->path);
+	memcpy(job->path, e->path, plen + 1);
+	job->bytes = bytes;
+	job->before = c->now.current;
+	job->cap = c->cap_to != c->cap;
+	job->cap_to = c->cap_to;
+	job->from = c->cap != UINT64_MAX ? c->cap : c->high_orig;
+	job->high_orig = c->high_orig;
+	e->queued = true;
+	pthread_cond_signal(&r->wake);
+}
+
 void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		      const struct ta_reclaim_config *cfg)
 {
 	pthread_mutex_lock(&r->lock);
 	r->rounds++;
+	if (r->lease != NULL)
+		ta_lease_renew(r->lease);
+	kick(r, cfg->interval_ns);
 	for (unsigned i = 0; i < r->n; i++)
 		r->e[i].seen = false;
 	/* The operator's paths first: their priority is the one kept. */
@@ -273,13 +435,24 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 			e->priority = r->segs[s].have_priority ? r->segs[s].priority : 0;
 		}
 	}
-	/* Those no longer named are forgotten (but while a write to them is queued). */
+	/* Those no longer named are forgotten (but while a write to them is queued, or they are
+	 * capped: their cap is lifted first, they have no priority to be held for). */
 	unsigned kept = 0;
-	for (unsigned i = 0; i < r->n; i++)
-		if (r->e[i].seen || r->e[i].queued) {
-			steered[kept] = steered[i];
-			r->e[kept++] = r->e[i];
+	for (unsigned i = 0; i < r->n; i++) {
+		struct entry *e = &r->e[i];
+		if (!e->seen && !e->queued && e->cap != UINT64_MAX && r->njobs < TA_PRESS_MAX) {
+			struct ta_press_cg lift = { .cap = e->cap,
+						    .cap_to = UINT64_MAX,
+						    .high_orig = e->high_orig };
+			printf("tierallocd: reclaim: %s: no longer has a priority: cap lifted\n",
+			       e->path);
+			queue(r, e, &lift, 0);
 		}
+		if (e->seen || e->queued || e->cap != UINT64_MAX) {
+			steered[kept] = steered[i];
+			r->e[kept++] = *e;
+		}
+	}
 	r->n = kept;
 	unsigned n = 0;
 	int idx[TA_PRESS_MAX];
@@ -289,9 +462,28 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		memset(c, 0, sizeof(*c));
 		if (ta_cgctl_sample(e->path, &c->now) == 0) {
 			e->have_prev = false; /* gone, or not a memory cgroup (yet) */
+			if (e->cap != UINT64_MAX && !e->queued) {
+				ta_lease_drop(r->lease, e->path); /* nothing left to restore */
+				e->cap = UINT64_MAX;
+			}
 			continue;
 		}
+		if (!e->seen)
+			continue; /* its cap is being lifted */
 		c->now.steered = steered[i];
+		/* A cap no longer in force (the keeper restored the cgroup's own value after an
+		 * expiry, or an operator wrote one): that value is its own now. A cap being
+		 * written is in flux: left for the worker. */
+		if (e->cap != UINT64_MAX && !e->queued &&
+		    (c->now.high != e->cap || !ta_lease_held(r->lease, e->path))) {
+			printf("tierallocd: reclaim: %s: memory.high is no longer the cap: "
+			       "uncapped\n",
+			       e->path);
+			ta_lease_drop(r->lease, e->path);
+			e->cap = UINT64_MAX;
+		}
+		c->cap = e->cap;
+		c->high_orig = e->cap != UINT64_MAX ? e->high_orig : c->now.high;
 		c->priority = e->priority;
 		c->have_prev = e->have_prev;
 		c->prev = e->prev;
@@ -321,7 +513,8 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 				      .step = cfg->step,
 				      .hold = cfg->hold,
 				      .grow_min = cfg->grow_min,
-				      .ahead = cfg->ahead };
+				      .ahead = cfg->ahead,
+				      .cap = r->lease != NULL };
 	ta_press_plan(r->cg, n, &pc);
 	for (unsigned j = 0; j < n; j++) {
 		struct entry *e = &r->e[idx[j]];
@@ -333,6 +526,17 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 			e->pressured_rounds++;
 		e->why_now = c->why;
 		e->wanted = c->reclaim > 0;
+		if (c->cap_to != c->cap && c->reclaim == 0 && !e->queued &&
+		    r->njobs < TA_PRESS_MAX) {
+			/* A cap rises or is lifted: the room is back in its parent. */
+			queue(r, e, c, 0);
+			char room[32] = "no limit";
+			if (c->room != UINT64_MAX)
+				snprintf(room, sizeof(room), "%.1f MiB", c->room / MiB);
+			printf("tierallocd: reclaim: %s: room in its parent (%s), no higher "
+			       "priority pressured: cap %s\n",
+			       e->path, room, c->cap_to == UINT64_MAX ? "lifted" : "raised");
+		}
 		if (c->reclaim == 0)
 			continue;
 		const struct entry *hi = &r->e[idx[c->for_whom]];
@@ -351,23 +555,20 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		/* One write at a time per victim: the next round asks again if it must. */
 		if (e->queued || r->njobs == TA_PRESS_MAX)
 			continue;
+		char cap[48] = "";
+		if (c->cap_to != c->cap)
+			snprintf(cap, sizeof(cap), ", capped at %.1f MiB", c->cap_to / MiB);
 		printf("tierallocd: reclaim: %s (priority %u) pressured (%s) -> %s (priority %u, "
-		       "%.1f MiB, floor %.1f MiB): asking %.1f MiB\n",
+		       "%.1f MiB, floor %.1f MiB): asking %.1f MiB%s\n",
 		       hi->path, hi->priority, why + 1, e->path, e->priority, c->now.current / MiB,
-		       floor / MiB, c->reclaim / MiB);
-		struct job *job = &r->jobs[(r->head + r->njobs++) % TA_PRESS_MAX];
-		size_t plen = strlen(e->path);
-		memcpy(job->path, e->path, plen + 1);
-		job->bytes = c->reclaim;
-		job->before = c->now.current;
-		e->queued = true;
+		       floor / MiB, c->reclaim / MiB, cap);
+		queue(r, e, c, c->reclaim);
 		e->last_request_ns = mono_ns();
 		e->last_for_priority = hi->priority;
 		if (hi != e) /* never the same, but the compiler cannot tell */
 			memcpy(e->last_for, hi->path, sizeof(e->last_for));
 		e->requests++;
 		e->requested += c->reclaim;
-		pthread_cond_signal(&r->wake);
 	}
 	fflush(stdout);
 	pthread_mutex_unlock(&r->lock);
@@ -396,6 +597,12 @@ static int metrics(const struct ta_reclaim *r, FILE *f)
 		{ "tieralloc_agent_reclaim_freed_bytes_total",
 		  "The drop of the cgroup's memory.current across those writes.",
 		  offsetof(struct entry, reclaimed) },
+		{ "tieralloc_agent_reclaim_caps_total",
+		  "memory.high writes that lowered the cgroup's cap (one per chunk).",
+		  offsetof(struct entry, caps) },
+		{ "tieralloc_agent_reclaim_cap_lifts_total",
+		  "Times the cgroup's cap was lifted: its own memory.high back.",
+		  offsetof(struct entry, lifts) },
 	};
 	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
 		if (fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", m[k].name, m[k].help,
@@ -440,6 +647,11 @@ int ta_reclaim_status(struct ta_reclaim *r, FILE *f)
 			    (unsigned long long)e->requests, (unsigned long long)e->requested,
 			    (unsigned long long)e->reclaimed, (unsigned long long)e->short_writes,
 			    (unsigned long long)e->dropped, ago) < 0)
+			rc = -1;
+		else if (fprintf(f, " caps=%llu lifts=%llu", (unsigned long long)e->caps,
+				 (unsigned long long)e->lifts) < 0 ||
+			 (e->cap != UINT64_MAX &&
+			  fprintf(f, " cap_bytes=%llu", (unsigned long long)e->cap) < 0))
 			rc = -1;
 		else if (e->last_request_ns != 0 &&
 			 (fprintf(f, " for_priority=%u", e->last_for_priority) < 0 ||

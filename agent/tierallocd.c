@@ -10,7 +10,8 @@
  *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
  *              [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH]
  *              [--access damon|none] [--lend [--lend-reserve SIZE]]
- *              [--reclaim-for-priority [--reclaim-step SIZE]] [--priority CGROUP=N]...
+ *              [--reclaim-for-priority [--reclaim-step SIZE] [--reclaim-no-cap]]
+ *              [--priority CGROUP=N]...
  *              [--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]...
  *              [--status FILE]
  *              [--btf PATH] [-h|--help] [--version]
@@ -229,7 +230,8 @@ static void usage(FILE *f)
 	    f, "usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
 	       "[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
 	       "[--access damon|none] [--lend [--lend-reserve SIZE]] "
-	       "[--reclaim-for-priority [--reclaim-step SIZE]] [--priority CGROUP=N]... "
+	       "[--reclaim-for-priority [--reclaim-step SIZE] [--reclaim-no-cap]] "
+	       "[--priority CGROUP=N]... "
 	       "[--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]... "
 	       "[--btf PATH] [-h|--help] [--version]\n"
 	       "  --interval S  read and publish the counts every S seconds (default 0.25,\n"
@@ -257,9 +259,12 @@ static void usage(FILE *f)
 	       "                memory.events high/max, refaults, steering) or grows\n"
 	       "                into its parent's limit, reclaim its\n"
 	       "                lower-priority siblings (memory.reclaim), never below their\n"
-	       "                memory.low/min (cgroup v2)\n"
-	       "  --reclaim-step SIZE  bytes reclaimed at most per interval and pressured\n"
-	       "                parent (default 32M)\n"
+	       "                memory.low/min, and hold them there (memory.high) until their\n"
+	       "                parent has room again (cgroup v2); a cap lapses 8 intervals\n"
+	       "                (at least 2 s) after the agent stops renewing it\n"
+	       "  --reclaim-step SIZE  the room a pressured cgroup wants free in its\n"
+	       "                parent; at most 4 steps taken per interval (default 32M)\n"
+	       "  --reclaim-no-cap  reclaim only: never lower a memory.high\n"
 	       "  --priority CGROUP=N  the priority (0-1000) of the cgroup at this path\n"
 	       "                (/sys/fs/cgroup/...); overrides its TIERALLOC_PRIORITY\n"
 	       "                (repeatable; with --lend or --reclaim-for-priority)\n"
@@ -281,6 +286,7 @@ struct options {
 	bool print, once, stats, metrics_any, damon, lend, reclaim;
 	uint64_t lend_reserve; /* bytes */
 	uint64_t reclaim_step; /* bytes */
+	bool reclaim_no_cap;
 	struct ta_agent_priority priorities[TA_AGENT_MAX_PRIORITIES];
 	unsigned npriorities;
 	const char *btf, *metrics, *textfile, *status;
@@ -357,6 +363,7 @@ static int parse(int argc, char **argv, struct options *o)
 		OPT_PRIORITY,
 		OPT_RECLAIM,
 		OPT_RECLAIM_STEP,
+		OPT_RECLAIM_NO_CAP,
 		OPT_PROTECT,
 		OPT_PROTECT_INTERVAL,
 		OPT_PROTECT_EXPIRY,
@@ -380,6 +387,7 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "priority", required_argument, NULL, OPT_PRIORITY },
 		{ "reclaim-for-priority", no_argument, NULL, OPT_RECLAIM },
 		{ "reclaim-step", required_argument, NULL, OPT_RECLAIM_STEP },
+		{ "reclaim-no-cap", no_argument, NULL, OPT_RECLAIM_NO_CAP },
 		{ "protect", required_argument, NULL, OPT_PROTECT },
 		{ "protect-interval", required_argument, NULL, OPT_PROTECT_INTERVAL },
 		{ "protect-expiry", required_argument, NULL, OPT_PROTECT_EXPIRY },
@@ -497,6 +505,9 @@ static int parse(int argc, char **argv, struct options *o)
 			}
 			step_given = true;
 			break;
+		case OPT_RECLAIM_NO_CAP:
+			o->reclaim_no_cap = true;
+			break;
 		case OPT_PROTECT:
 			if (optarg[0] == '\0' || o->nprotect == TA_PROTECT_MAX) {
 				fprintf(stderr,
@@ -570,8 +581,9 @@ static int parse(int argc, char **argv, struct options *o)
 		usage(stderr);
 		return 2;
 	}
-	if (step_given && !o->reclaim) {
-		fprintf(stderr, "tierallocd: --reclaim-step without --reclaim-for-priority\n");
+	if ((step_given || o->reclaim_no_cap) && !o->reclaim) {
+		fprintf(stderr, "tierallocd: --%s without --reclaim-for-priority\n",
+			step_given ? "reclaim-step" : "reclaim-no-cap");
 		usage(stderr);
 		return 2;
 	}
@@ -776,15 +788,23 @@ static int load_attach(const struct options *o, struct agent *ag)
 	if (o->reclaim) {
 		/* Not fatal: the rest of the agent works without it. */
 		char err[300];
-		ag->reclaim = ta_reclaim_new(err, sizeof(err));
+		uint64_t interval_ms = (uint64_t)(o->interval * 1000.0);
+		struct ta_reclaim_options ro = {
+			.cap = !o->reclaim_no_cap,
+			.expiry_ns = (8 * interval_ms > 2000 ? 8 * interval_ms : 2000) * 1000000ull,
+			.state_dir = "/run/tierallocd"
+		};
+		ag->reclaim = ta_reclaim_new(&ro, err, sizeof(err));
 		if (ag->reclaim == NULL)
 			fprintf(stderr, "tierallocd: --reclaim-for-priority: %s; no reclaim\n",
 				err);
 		else
 			printf("tierallocd: reclaim for priority (cgroup v%d at %s, steps of %llu "
-			       "bytes)\n",
+			       "bytes, %s)\n",
 			       ta_cgctl_version(), ta_cgctl_mount(),
-			       (unsigned long long)o->reclaim_step);
+			       (unsigned long long)o->reclaim_step,
+			       ta_reclaim_caps(ag->reclaim) ? "capped at memory.high until room"
+							    : "no caps");
 	}
 	/* The default status file's directory (--protect's state files share it). */
 	if ((ag->reclaim != NULL || ag->protector != NULL) &&
@@ -900,6 +920,7 @@ static void run(const struct options *o, struct agent *ag)
 				.hold = interval_ms >= 500 ? 2 : 1000 / interval_ms,
 				.grow_min = 1ull << 20,
 				.ahead = interval_ms >= 250 ? 2 : 500 / interval_ms,
+				.interval_ns = interval_ms * 1000000ull,
 				.priorities = o->priorities,
 				.npriorities = o->npriorities
 			};

@@ -38,6 +38,7 @@ for bad in "--nosuch:unknown option --nosuch" "-x:unknown option -x" "-i:unknown
 	"--reclaim-for-priority=1:--reclaim-for-priority takes no value" \
 	"--reclaim-step:--reclaim-step needs a value" \
 	"--reclaim-step 8M:--reclaim-step without --reclaim-for-priority" \
+	"--reclaim-no-cap:--reclaim-no-cap without --reclaim-for-priority" \
 	"--priority /sys/fs/cgroup/a=1:--priority without --lend or --reclaim-for-priority" \
 	"--lend-reserve 8M:--lend-reserve without --lend"; do
 	rc=0

@@ -17,8 +17,14 @@
 #                     counters: lo's requests above 0, hi's 0), and hi's memory.peak reaches its
 #                     working set (within 8 MiB)
 #   pressure.floor    no ask exceeds lo's memory.current less its floor (each line says both),
-#                     and lo's memory.current, read every 0.1 s, never falls more than 4 MiB
-#                     (the kernel's per-CPU charge batches) below its memory.low
+#                     no cap is below the floor, and lo's memory.current, read every 0.1 s,
+#                     never falls more than 4 MiB (the kernel's per-CPU charge batches) below
+#                     its memory.low
+#   pressure.capped   lo is held at a memory.high below its 160 MiB while hi runs (the agent's
+#                     lines, and lo's memory.high read every 0.1 s), and once hi has ended, lo
+#                     still running, the cap is lifted: lo's memory.high is max again
+#   pressure.cap_lease  the agent SIGKILLed while lo is capped: its keeper (tierallocd-cap)
+#                     writes lo's memory.high back to max by itself, then exits
 #   pressure.shown    tieralloc-stat shows the decisions while the agent runs (lo reclaimed
 #                     for hi's priority, hi pressured), none without the policy, and the agent
 #                     removes its status file when it stops
@@ -87,8 +93,10 @@ run() {
 	sleep 2
 	quiet_lines=$(grep -c "reclaim: " $W/agent-$mode.out)
 	: >$W/lo-current
+	: >$W/lo-high
 	(while :; do
 		cat $P/lo/memory.current >>$W/lo-current
+		cat $P/lo/memory.high >>$W/lo-high
 		sleep 0.1
 	done) &
 	sampler=$!
@@ -100,6 +108,11 @@ run() {
 	hi_peak=$(cat $P/hi/memory.peak 2>/dev/null || echo 0)
 	kill $sampler
 	wait $sampler 2>/dev/null
+	# hi has ended and lo runs on: a cap must be lifted now that the parent has room.
+	lifted=no
+	if [ "$mode" != off ] && until_true grep -qx max $P/lo/memory.high; then
+		lifted=yes
+	fi
 	kill -TERM $lo
 	wait $lo
 	lo_rc=$?
@@ -167,10 +180,23 @@ else
 	fail pressure.floor "$over asks above lo's current less its floor; lo's least" \
 		"memory.current $(mib "$min") (memory.low $(mib $LOW))"
 fi
+# Capped: the agent's lines, lo's memory.high seen below 160 MiB, never below its floor, and
+# lifted after hi.
+caps=$(grep -c "reclaim: .*-> $P/lo (priority 0, .*capped at" $W/agent-on.out)
+cap_least=$(grep -v max $W/lo-high | sort -n | head -1)
+echo "pressure: $caps caps of lo, lo's least memory.high ${cap_least:+$(mib "$cap_least")}," \
+	"lifted after hi: $lifted"
+if [ "$caps" -gt 0 ] && [ -n "$cap_least" ] && [ "$cap_least" -lt $((160 * M)) ] &&
+	[ "$cap_least" -ge "$LOW" ] && [ $lifted = yes ]; then
+	pass pressure.capped
+else
+	fail pressure.capped "$caps caps, least memory.high '${cap_least}', lifted: $lifted;" \
+		"$(grep -E "capped|cap |memory.high" $W/agent-on.out | tail -4)"
+fi
 # The decisions in tieralloc-stat: lo's line names its requests and for whom, hi's that it
 # was pressured.
-stat_lo=$(grep -A3 -x "  reclaim $P/lo" $W/stat-on.out | tr -d '\n')
-stat_hi=$(grep -A3 -x "  reclaim $P/hi" $W/stat-on.out | tr -d '\n')
+stat_lo=$(grep -A4 -x "  reclaim $P/lo" $W/stat-on.out | tr -d '\n')
+stat_hi=$(grep -A4 -x "  reclaim $P/hi" $W/stat-on.out | tr -d '\n')
 if grep -q "tierallocd's policies" $W/stat-off.out; then
 	fail pressure.shown "policies shown without any: $(cat $W/stat-off.out)"
 elif ! echo "$stat_lo" | grep -q "requests [1-9].*for priority 100, *for $P/hi" ||
@@ -195,7 +221,56 @@ else
 	fail pressure.declared "$lines requests of lo for hi from the segments' priorities;" \
 		"agent: $(grep 'reclaim' $W/agent-declared.out | head -3)"
 fi
-[ $data_ok = 3 ] && pass pressure.data
+# The agent killed while lo is capped: its keeper restores lo's memory.high, then exits.
+keepers() { grep -lx tierallocd-cap /proc/[0-9]*/comm 2>/dev/null | wc -l; }
+capped() { ! grep -qx max $P/lo/memory.high; }
+if parent_new; then
+	: >$W/agent-lease.out
+	"$AGENT" --interval 0.1 --reclaim-for-priority --priority $P/hi=100 --priority $P/lo=0 \
+		>>$W/agent-lease.out 2>&1 &
+	agent=$!
+	until_true grep -q "^tierallocd: attached" $W/agent-lease.out
+	(echo 0 >$P/lo/cgroup.procs && exec "$RW" 160 0) >$W/lo-lease.out 2>&1 &
+	lo=$!
+	until_true grep -q "^filled" $W/lo-lease.out
+	(echo 0 >$P/hi/cgroup.procs && exec "$RW" 160 "$HI_PASSES") >$W/hi-lease.out 2>&1 &
+	hi=$!
+	was_capped=no
+	until_true capped && was_capped=yes
+	kill -KILL $agent
+	wait $agent 2>/dev/null
+	t0=$(now_cs)
+	restored=no
+	until_true grep -qx max $P/lo/memory.high && restored=yes
+	took=$(($(now_cs) - t0))
+	gone=no
+	until_true [ "$(keepers)" = 0 ] && gone=yes
+	# Without the policy now, the two can refault each other's pages for minutes (pressure.off
+	# took 20 s, bench-reclaim saw 69 s): both are stopped, their words checked.
+	kill -TERM $hi $lo
+	wait $hi
+	hi_rc=$?
+	wait $lo
+	lo_rc=$?
+	echo "pressure: lease: capped $was_capped; after SIGKILL, memory.high back to max:" \
+		"$restored ($(secs $took) s); keeper gone: $gone; hi rc $hi_rc, lo rc $lo_rc"
+	if [ $was_capped = yes ] && [ $restored = yes ] && [ $gone = yes ] &&
+		grep -q "tierallocd-cap: lease expired: $P/lo: memory.high" $W/agent-lease.out; then
+		pass pressure.cap_lease
+	else
+		fail pressure.cap_lease "capped $was_capped, restored $restored, keeper gone $gone:" \
+			"$(tail -3 $W/agent-lease.out)"
+	fi
+	if [ $hi_rc = 0 ] && [ $lo_rc = 0 ]; then
+		data_ok=$((data_ok + 1))
+	else
+		fail pressure.data "lease run: hi exited $hi_rc, lo $lo_rc:" \
+			"$(cat $W/hi-lease.out $W/lo-lease.out)"
+	fi
+else
+	fail pressure.setup "cannot make $P"
+fi
+[ $data_ok = 4 ] && pass pressure.data
 for d in $P/hi $P/lo $P; do
 	rmdir $d 2>/dev/null
 done

@@ -7,6 +7,11 @@
  *   seen, or counters gone backwards: not.
  * - Only lower-priority siblings are reclaimed, lowest first, within the step, never below
  *   max(memory.low, memory.min); equal priorities and other parents' children are left alone.
+ * - Caps: a victim is held at its usage less what it gives, never below its floor or above its
+ *   own memory.high, nor under the least cap; the cap holds while a higher priority is
+ *   pressured, then rises by the room beyond a step (a quarter step at least), and is lifted
+ *   at its own memory.high, a step above its usage, or without a parent limit. Without caps,
+ *   nothing is capped.
  * - cgroup v2 and v1 texts give the figures, and bad text none.
  * The guest's end-to-end part is tests/guest/pressure.sh.
  */
@@ -22,9 +27,13 @@ static const struct ta_press_config cfg = { .psi_us = 10000, .refaults = 256, .s
 
 static struct ta_press_cg cg(uint32_t group, uint32_t prio, uint64_t current, uint64_t low)
 {
-	struct ta_press_cg c = {
-		.group = group, .priority = prio, .have_prev = true, .room = UINT64_MAX
-	};
+	struct ta_press_cg c = { .group = group,
+				 .priority = prio,
+				 .have_prev = true,
+				 .room = UINT64_MAX,
+				 .cap = UINT64_MAX,
+				 .high_orig = UINT64_MAX };
+	c.prev.high = c.now.high = UINT64_MAX;
 	c.prev.current = c.now.current = current;
 	c.prev.low = c.now.low = low;
 	return c;
@@ -119,7 +128,20 @@ static void test_signals(void)
 	c[0].room = 39 * MiB;	      /* gone in under 5 rounds at that pace */
 	expect_eq(ta_press_plan(c, 2, &ahead), 1);
 	expect_eq(c[0].why, TA_PRESS_GROWING);
-	expect_eq(c[1].reclaim, 32 * MiB);
+	expect_eq(c[1].reclaim, 1 * MiB); /* 5 rounds of 8 MiB, less the 39 free */
+	test_context("growing fast: what 5 rounds need, less the room, at most 4 steps");
+	c[0].now.current = 224 * MiB; /* 24 MiB this round: 120 wanted */
+	c[0].room = 66 * MiB;
+	c[1] = cg(1, 1, 200 * MiB, 0);
+	expect_eq(ta_press_plan(c, 2, &ahead), 1);
+	expect_eq(c[1].reclaim, 54 * MiB);
+	c[0].now.current = 300 * MiB; /* 100 MiB: 500 wanted, 128 at most */
+	c[0].room = 8 * MiB;
+	c[1].now.current = 400 * MiB;
+	expect_eq(ta_press_plan(c, 2, &ahead), 1);
+	expect_eq(c[1].reclaim, 120 * MiB);
+	c[1].now.current = 200 * MiB;
+	c[0].now.current = 208 * MiB;
 	test_context("room for 5 rounds of that growth: not yet");
 	c[0].room = 40 * MiB;
 	expect_eq(ta_press_plan(c, 2, &ahead), 0);
@@ -144,6 +166,18 @@ static void test_signals(void)
 	expect_eq(ta_press_plan(c, 2, &ahead), 0);
 	expect_eq(c[1].why, TA_PRESS_GROWING);
 	expect_eq(c[0].reclaim, 0);
+
+	test_context("a parent with room: a step less the room; none when a step is free");
+	c[0] = cg(1, 10, 200 * MiB, 0);
+	c[0].now.psi_us = 50000;
+	c[1] = cg(1, 1, 200 * MiB, 0);
+	c[0].room = c[1].room = 20 * MiB;
+	expect_eq(ta_press_plan(c, 2, &cfg), 1);
+	expect_eq(c[1].reclaim, 12 * MiB);
+	c[0].room = c[1].room = 32 * MiB;
+	expect_eq(ta_press_plan(c, 2, &cfg), 0);
+	expect_eq(c[0].why, TA_PRESS_PSI); /* pressured still, but not by its parent */
+	expect_eq(c[1].reclaim, 0);
 
 	test_context("first seen: no previous sample, no pressure");
 	c[0] = cg(1, 10, 200 * MiB, 0);
@@ -232,6 +266,102 @@ static void test_victims(void)
 	test_context("%s", "");
 }
 
+static void test_caps(void)
+{
+	struct ta_press_config capped = cfg;
+	capped.cap = true;
+	struct ta_press_cg c[3];
+	test_context("without caps, a victim's cap stays as it was");
+	c[0] = cg(1, 10, 100 * MiB, 0);
+	c[0].now.events = 1;
+	c[1] = cg(1, 1, 100 * MiB, 0);
+	expect_eq(ta_press_plan(c, 2, &cfg), 1);
+	expect_true(c[1].cap_to == UINT64_MAX);
+
+	test_context("a victim is held at its usage less what it gives");
+	expect_eq(ta_press_plan(c, 2, &capped), 1);
+	expect_eq(c[1].cap_to, 68 * MiB);
+	expect_true(c[0].cap_to == UINT64_MAX); /* the pressured one is never capped */
+	test_context("the next round takes it lower, from its usage then");
+	c[1].cap = 68 * MiB;
+	c[1].now.current = 70 * MiB;
+	expect_eq(ta_press_plan(c, 2, &capped), 1);
+	expect_eq(c[1].cap_to, 38 * MiB);
+	test_context("never within the margin of its floor");
+	c[1].now.low = 50 * MiB;
+	expect_eq(ta_press_plan(c, 2, &capped), 1);
+	expect_eq(c[1].reclaim, 20 * MiB);
+	expect_eq(c[1].cap_to, 50 * MiB + TA_PRESS_CAP_MARGIN);
+	c[1].cap = 68 * MiB;
+	test_context("never raised by a round that reclaims");
+	c[1].cap = 40 * MiB; /* lowered since, by the kernel's or the operator's floor */
+	expect_eq(ta_press_plan(c, 2, &capped), 1);
+	expect_eq(c[1].cap_to, 40 * MiB);
+	test_context("without a floor, never below the least cap");
+	c[1] = cg(1, 1, 20 * MiB, 0);
+	expect_eq(ta_press_plan(c, 2, &capped), 1);
+	expect_eq(c[1].reclaim, 20 * MiB);
+	expect_eq(c[1].cap_to, TA_PRESS_CAP_MIN);
+	test_context("its own memory.high lower than the cap would be: no cap");
+	c[1] = cg(1, 1, 100 * MiB, 0);
+	c[1].high_orig = c[1].now.high = 60 * MiB;
+	expect_eq(ta_press_plan(c, 2, &capped), 1);
+	expect_true(c[1].cap_to == UINT64_MAX);
+
+	test_context("a higher priority still pressured (lately): the cap holds, room or not");
+	c[0] = cg(1, 10, 100 * MiB, 0);
+	c[0].calm = 0;
+	c[1] = cg(1, 1, 40 * MiB, 40 * MiB); /* at its floor: not reclaimed */
+	c[1].cap = 40 * MiB;
+	c[0].room = c[1].room = 500 * MiB;
+	capped.hold = 5;
+	expect_eq(ta_press_plan(c, 2, &capped), 0);
+	expect_eq(c[0].why, TA_PRESS_LINGER);
+	expect_eq(c[1].cap_to, 40 * MiB);
+	test_context("none pressured, no room beyond a step: it rises by a quarter step");
+	c[0].calm = 5;
+	c[0].room = c[1].room = 32 * MiB;
+	expect_eq(ta_press_plan(c, 2, &capped), 0);
+	expect_eq(c[0].why, 0);
+	expect_eq(c[1].cap_to, 48 * MiB);
+	test_context("room beyond a step: it rises by that");
+	c[1].now.current = 40 * MiB;
+	c[0].room = c[1].room = 42 * MiB;
+	expect_eq(ta_press_plan(c, 2, &capped), 0);
+	expect_eq(c[1].cap_to, 50 * MiB);
+	test_context("up to its own memory.high, where it is lifted");
+	c[1].high_orig = 80 * MiB;
+	c[0].room = c[1].room = 72 * MiB;
+	expect_eq(ta_press_plan(c, 2, &capped), 0);
+	expect_true(c[1].cap_to == UINT64_MAX);
+	c[0].room = c[1].room = 71 * MiB;
+	expect_eq(ta_press_plan(c, 2, &capped), 0);
+	expect_eq(c[1].cap_to, 79 * MiB);
+	test_context("a step above its usage: lifted, it no longer binds");
+	c[1].high_orig = UINT64_MAX;
+	c[1].cap = 72 * MiB;
+	c[1].now.current = 40 * MiB;
+	c[0].room = c[1].room = 33 * MiB;
+	expect_eq(ta_press_plan(c, 2, &capped), 0);
+	expect_true(c[1].cap_to == UINT64_MAX);
+	c[1].now.current = 41 * MiB;
+	expect_eq(ta_press_plan(c, 2, &capped), 0);
+	expect_eq(c[1].cap_to, 80 * MiB); /* a quarter step: more than the 1 MiB of room */
+	c[1].cap = 40 * MiB;
+	c[1].now.current = 40 * MiB;
+	test_context("a parent without a limit: lifted at once");
+	c[0].room = c[1].room = UINT64_MAX;
+	expect_eq(ta_press_plan(c, 2, &capped), 0);
+	expect_true(c[1].cap_to == UINT64_MAX);
+	test_context("a pressured equal or lower priority does not hold it");
+	c[2] = cg(1, 1, 10 * MiB, 0);
+	c[2].now.events = 9;
+	c[0].room = c[1].room = c[2].room = 100 * MiB;
+	expect_eq(ta_press_plan(c, 3, &capped), 0);
+	expect_eq(c[1].cap_to, 108 * MiB); /* raised by the room beyond a step */
+	test_context("%s", "");
+}
+
 static void test_parse(void)
 {
 	uint64_t v = 0;
@@ -279,6 +409,7 @@ int main(void)
 {
 	test_signals();
 	test_victims();
+	test_caps();
 	test_parse();
 	return test_done();
 }
