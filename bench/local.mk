@@ -98,9 +98,12 @@ bench-lending: tests/guest/enforce_work$(EXEEXT) tests/quota/shm_peek$(EXEEXT) $
 # harvested one sharing a parent's memory.max, with tierallocd --reclaim-for-priority and
 # without, in the QEMU guest (`make bench-reclaim`; BENCH_REPS rounds, default 5; BENCH_KERNEL,
 # default 6.1; the sizes through PARENT_MIB, HI_MIB, HI_PASSES, LO_MIB, LO_PASSES,
-# LO_PAUSE_MS; RECLAIM_STEP for --reclaim-step). Needs the agent.
+# LO_PAUSE_MS; RECLAIM_STEP for --reclaim-step; RECLAIM_WORKLOAD=file for the seed's own
+# workload, bench/seed001-work). Needs the agent.
 EXTRA_DIST += bench/run-reclaim.sh
-bench-reclaim: tests/guest/reclaim_work$(EXEEXT) $(sbin_PROGRAMS)
+check_PROGRAMS += bench/seed001-work
+bench_seed001_work_SOURCES = bench/seed001-work.c
+bench-reclaim: tests/guest/reclaim_work$(EXEEXT) bench/seed001-work$(EXEEXT) $(sbin_PROGRAMS)
 	@$(bench_needs_agent)
 	$(SHELL) $(top_srcdir)/bench/run-reclaim.sh $(abs_top_builddir) $(abs_top_srcdir) \
 		$${BENCH_REPS:-5} $${BENCH_KERNEL:-6.1}

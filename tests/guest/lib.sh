@@ -34,6 +34,16 @@ cg_new() {
 	cg_id=$(stat -c %i "$cg")
 }
 
+# zram_fs DIR MIB: ext2 on a fresh zram device, mounted at DIR (once).
+zram_fs() {
+	grep -q " $1 " /proc/mounts && return 0
+	[ -e /sys/class/zram-control/hot_add ] || return 1
+	_z=$(cat /sys/class/zram-control/hot_add) &&
+		echo "$2M" >/sys/block/zram"$_z"/disksize &&
+		mke2fs -b 4096 /dev/zram"$_z" >/dev/null 2>&1 && mkdir -p "$1" &&
+		mount -t ext2 /dev/zram"$_z" "$1"
+}
+
 # zram_swap: a 512 MiB zram swap device (the guest has no disk), once per boot; 1 when it cannot
 # be set up (guest-run.sh needs --module zram).
 zram_swap() {

@@ -13,16 +13,6 @@ AGENT=$B/agent/tierallocd
 FS=/mnt/protect
 T=/sys/fs/cgroup/p004
 
-# zram_fs DIR MIB: ext2 on a fresh zram device, mounted at DIR (once).
-zram_fs() {
-	grep -q " $1 " /proc/mounts && return 0
-	[ -e /sys/class/zram-control/hot_add ] || return 1
-	_z=$(cat /sys/class/zram-control/hot_add) &&
-		echo "$2M" >/sys/block/zram"$_z"/disksize &&
-		mke2fs -b 4096 /dev/zram"$_z" >/dev/null 2>&1 && mkdir -p "$1" &&
-		mount -t ext2 /dev/zram"$_z" "$1"
-}
-
 # scen_setup: the filesystem and the two files; swap off (the seed's condition); MGLRU on, as
 # 6.12 has it by default. (Debian's 6.1 has it built but off: with the classic LRU the victim's
 # re-read pages stay on the active list, the filler's are reclaimed first, and the burst stole
