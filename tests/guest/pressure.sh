@@ -25,6 +25,8 @@
 #                     still running, the cap is lifted: lo's memory.high is max again
 #   pressure.cap_lease  the agent SIGKILLed while lo is capped: its keeper (tierallocd-cap)
 #                     writes lo's memory.high back to max by itself, then exits
+#   pressure.cap_unnamed  priorities from the segments; lo's segment removed while lo is
+#                     capped and hi still runs: lo has no priority any more, its cap is lifted
 #   pressure.shown    tieralloc-stat shows the decisions while the agent runs (lo reclaimed
 #                     for hi's priority, hi pressured), none without the policy, and the agent
 #                     removes its status file when it stops
@@ -266,6 +268,42 @@ if parent_new; then
 	else
 		fail pressure.data "lease run: hi exited $hi_rc, lo $lo_rc:" \
 			"$(cat $W/hi-lease.out $W/lo-lease.out)"
+	fi
+else
+	fail pressure.setup "cannot make $P"
+fi
+# A capped cgroup that loses its priority (its segment removed) is uncapped at once, hi still
+# running (more passes, so that it outlasts the removal).
+if parent_new; then
+	: >$W/agent-unnamed.out
+	"$AGENT" --interval 0.1 --rescan 0.5 --reclaim-for-priority >>$W/agent-unnamed.out 2>&1 &
+	agent=$!
+	until_true grep -q "^tierallocd: attached" $W/agent-unnamed.out
+	(echo 0 >$P/lo/cgroup.procs &&
+		exec env TIERALLOC_PRIORITY=0 LD_PRELOAD="$PRELOAD" "$RW" 160 0) >$W/lo-unnamed.out 2>&1 &
+	lo=$!
+	until_true grep -q "^filled" $W/lo-unnamed.out
+	(echo 0 >$P/hi/cgroup.procs &&
+		exec env TIERALLOC_PRIORITY=100 LD_PRELOAD="$PRELOAD" "$RW" 160 0) >$W/hi-unnamed.out 2>&1 &
+	hi=$!
+	was_capped=no
+	until_true capped && was_capped=yes
+	lo_seg=$(seg_of $P/lo)
+	[ -n "$lo_seg" ] && rm -f "/dev/shm/$lo_seg"
+	lifted=no
+	until_true grep -q "reclaim: $P/lo: no longer has a priority: cap lifted" $W/agent-unnamed.out &&
+		until_true grep -qx max $P/lo/memory.high && lifted=yes
+	kill -TERM $hi $lo
+	wait $hi
+	wait $lo
+	kill -TERM $agent
+	wait $agent
+	echo "pressure: unnamed: capped $was_capped; segment ${lo_seg:-none} removed; lifted: $lifted"
+	if [ $was_capped = yes ] && [ -n "$lo_seg" ] && [ $lifted = yes ]; then
+		pass pressure.cap_unnamed
+	else
+		fail pressure.cap_unnamed "capped $was_capped, segment '${lo_seg}', lifted $lifted:" \
+			"$(grep -E 'cap|segment' $W/agent-unnamed.out | tail -4)"
 	fi
 else
 	fail pressure.setup "cannot make $P"
