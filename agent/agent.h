@@ -59,7 +59,6 @@ void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64
 /* ---- pressure.c: reclaim for priority (--reclaim-for-priority, seed 001), pure ---- */
 #define TA_PRESS_MAX	    256		  /* cgroups in one plan */
 #define TA_PRESS_CAP_MARGIN (16ull << 20) /* a cap's distance above a floor (pressure.c) */
-#define TA_PRESS_CAP_MIN    (4ull << 20)  /* the least cap, without a floor */
 /* What one cgroup's control files said at one round; cumulative counters except current, low
  * and min. */
 struct ta_press_sample {

@@ -8,7 +8,7 @@
  * - Only lower-priority siblings are reclaimed, lowest first, within the step, never below
  *   max(memory.low, memory.min); equal priorities and other parents' children are left alone.
  * - Caps: a victim is held at its usage less what it gives, never below its floor or above its
- *   own memory.high, nor under the least cap; the cap holds while a higher priority is
+ *   own memory.high (down to 0 without a floor); the cap holds while a higher priority is
  *   pressured, then rises by the room beyond a step (a quarter step at least), and is lifted
  *   at its own memory.high, a step above its usage, or without a parent limit. Without caps,
  *   nothing is capped.
@@ -297,11 +297,11 @@ static void test_caps(void)
 	c[1].cap = 40 * MiB; /* lowered since, by the kernel's or the operator's floor */
 	expect_eq(ta_press_plan(c, 2, &capped), 1);
 	expect_eq(c[1].cap_to, 40 * MiB);
-	test_context("without a floor, never below the least cap");
+	test_context("without a floor, down to 0");
 	c[1] = cg(1, 1, 20 * MiB, 0);
 	expect_eq(ta_press_plan(c, 2, &capped), 1);
 	expect_eq(c[1].reclaim, 20 * MiB);
-	expect_eq(c[1].cap_to, TA_PRESS_CAP_MIN);
+	expect_eq(c[1].cap_to, 0);
 	test_context("its own memory.high lower than the cap would be: no cap");
 	c[1] = cg(1, 1, 100 * MiB, 0);
 	c[1].high_orig = c[1].now.high = 60 * MiB;
