@@ -3,8 +3,9 @@
  * tierallocd --reclaim-for-priority (issue 17 policy 1, seed 001): each round, the cgroups with
  * a priority (the operator's --priority paths, and the segments' cgroups with their
  * TIERALLOC_PRIORITY) are sampled through libcgroup (cgctl.c), ta_press_plan (pressure.c)
- * decides, and the lower-priority siblings of a pressured cgroup get memory.reclaim writes of at
- * most a step each round. Every decision is a line on stdout and a counter in the metrics.
+ * decides, and the lower-priority siblings of a pressured cgroup give what the parent lacks of
+ * the room it wants, by memory.high caps (or memory.reclaim writes, --reclaim-no-cap). Every
+ * decision is a line on stdout and a counter in the metrics.
  *
  * The writes run on a thread of their own (the seed's bpf_wq plays that part): a memory.reclaim
  * write returns only once the kernel reclaimed it all or gave up, which took 2 to 20 s in the
@@ -598,7 +599,7 @@ static int metrics(const struct ta_reclaim *r, FILE *f)
 		  "The drop of the cgroup's memory.current across those writes.",
 		  offsetof(struct entry, reclaimed) },
 		{ "tieralloc_agent_reclaim_caps_total",
-		  "memory.high writes that lowered the cgroup's cap (one per chunk).",
+		  "memory.high writes that lowered the cgroup's cap.",
 		  offsetof(struct entry, caps) },
 		{ "tieralloc_agent_reclaim_cap_lifts_total",
 		  "Times the cgroup's cap was lifted: its own memory.high back.",
