@@ -7,11 +7,14 @@
  *
  * - Pressure is any of, since the last round: PSI "some" stall of at least psi_us, a
  *   memory.events high or max event, refaults of at least `refaults` pages, allocations steered
- *   below the fast tier. A counter that went backwards (a cgroup made again under the same
- *   path) or a cgroup seen for the first time counts as no pressure. A thrashing cgroup's
- *   signals come in bursts, with quiet rounds between them (in the guest, one round in two or
- *   three at 100 ms): it stays pressured for `hold` rounds after its last signal, so that a
- *   request under way is not dropped and asked again at every gap.
+ *   below the fast tier. Steering alone is shown but reclaims nothing: it is the fast tier that
+ *   lacks room, not the cgroup's memory, and lower priorities yield their fast-tier shares for
+ *   it instead (lend.c), so that their coldest memory is demoted, not reclaimed. A counter
+ *   that went backwards (a cgroup made again under the same path) or a cgroup seen for the
+ *   first time counts as no pressure. A thrashing cgroup's signals come in bursts, with quiet
+ *   rounds between them (in the guest, one round in two or three at 100 ms): it stays
+ *   pressured for `hold` rounds after its last signal, so that a request under way is not
+ *   dropped and asked again at every gap.
  * - Ahead of pressure: a cgroup growing by at least grow_min a round, whose parent's room (its
  *   limit less its usage) would be gone within `ahead` rounds at that pace, is pressured before
  *   it stalls: its lower siblings are reclaimed while its page faults still find free pages in
@@ -77,6 +80,12 @@ static unsigned pressure_of(const struct ta_press_cg *c, const struct ta_press_c
 	return why;
 }
 
+/* Whether c's pressure is its memory's (not steering alone): that is what reclaim answers. */
+static bool pressing(const struct ta_press_cg *c)
+{
+	return (c->why & ~(unsigned)TA_PRESS_STEERED) != 0;
+}
+
 static uint64_t above_floor(const struct ta_press_cg *c)
 {
 	uint64_t floor = c->now.low > c->now.min ? c->now.low : c->now.min;
@@ -99,7 +108,8 @@ static uint64_t wanted(const struct ta_press_cg *c, const struct ta_press_config
 static bool higher_pressured(const struct ta_press_cg *cg, unsigned n, unsigned i)
 {
 	for (unsigned j = 0; j < n; j++)
-		if (cg[j].group == cg[i].group && cg[j].priority > cg[i].priority && cg[j].why != 0)
+		if (cg[j].group == cg[i].group && cg[j].priority > cg[i].priority &&
+		    pressing(&cg[j]))
 			return true;
 	return false;
 }
@@ -142,12 +152,12 @@ unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press
 		n = TA_PRESS_MAX;
 	for (unsigned i = 0; i < n; i++) {
 		cg[i].why = pressure_of(&cg[i], cfg);
-		if (cg[i].why != 0)
+		if (pressing(&cg[i]))
 			cg[i].calm = 0;
 		else if (cg[i].calm < UINT32_MAX)
 			cg[i].calm++;
-		if (cg[i].why == 0 && cg[i].have_prev && cg[i].calm < cfg->hold)
-			cg[i].why = TA_PRESS_LINGER;
+		if (!pressing(&cg[i]) && cg[i].have_prev && cg[i].calm < cfg->hold)
+			cg[i].why |= TA_PRESS_LINGER;
 		cg[i].reclaim = 0;
 		cg[i].for_whom = -1;
 	}
@@ -161,7 +171,7 @@ unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press
 			continue;
 		int high = -1;
 		for (unsigned j = i; j < n; j++)
-			if (cg[j].group == cg[i].group && cg[j].why != 0 &&
+			if (cg[j].group == cg[i].group && pressing(&cg[j]) &&
 			    (high < 0 || cg[j].priority > cg[high].priority))
 				high = (int)j;
 		if (high < 0)

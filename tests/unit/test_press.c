@@ -4,7 +4,8 @@
  * ta_press_plan) and the parsing of the control files it reads (agent/cgstat.c), on fixtures.
  * - Each signal alone makes a cgroup pressured (PSI stall, memory.events, refaults, steering,
  *   growth that will fill the parent's room within `ahead` rounds); below the thresholds, first
- *   seen, or counters gone backwards: not.
+ *   seen, or counters gone backwards: not. Steering alone reclaims nothing (the tier's yield
+ *   answers it, test_lend.c).
  * - Only lower-priority siblings are reclaimed, lowest first, within the step, never below
  *   max(memory.low, memory.min); equal priorities and other parents' children are left alone.
  * - Caps: a victim is held at its usage less what it gives, never below its floor or above its
@@ -76,11 +77,18 @@ static void test_signals(void)
 	c[0].now.refaults = 1255;
 	expect_eq(ta_press_plan(c, 2, &cfg), 0);
 
-	test_context("steered below the fast tier");
+	test_context("steered below the fast tier: shown, but no reclaim (the tier's yield answers "
+		     "it)");
 	c[0] = cg(1, 10, 200 * MiB, 0);
 	c[0].now.steered = 4096;
-	expect_eq(ta_press_plan(c, 2, &cfg), 1);
+	expect_eq(ta_press_plan(c, 2, &cfg), 0);
 	expect_eq(c[0].why, TA_PRESS_STEERED);
+	expect_eq(c[1].reclaim, 0);
+	test_context("steered and stalled: the stall reclaims");
+	c[0].prev.psi_us = 0;
+	c[0].now.psi_us = cfg.psi_us;
+	expect_eq(ta_press_plan(c, 2, &cfg), 1);
+	expect_eq(c[0].why, TA_PRESS_STEERED | TA_PRESS_PSI);
 
 	test_context("counters that went backwards (a cgroup made again) are no pressure");
 	c[0] = cg(1, 10, 200 * MiB, 0);
