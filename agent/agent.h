@@ -48,13 +48,21 @@ struct ta_lend_cg {
 	bool wants;	      /* it was steered away from the tier since the last round */
 	bool live;	      /* a process of it is alive */
 	bool holds;	      /* it asked for its share back lately: it lends nothing */
+	bool can_yield;	      /* its processes honour a yield (segment ABI minor 6) */
+	uint64_t floor;	      /* its low (or min) share of the tier: a yield stops there */
 	/* Out. */
-	uint64_t loan; /* what it borrows this round */
-	uint64_t lent; /* what of its share is lent to others */
+	uint64_t loan;	  /* what it borrows this round */
+	uint64_t lent;	  /* what of its idle share is lent to others */
+	uint64_t yielded; /* what of its share it gives to a higher priority (TA_LEND_YIELD) */
+};
+enum {
+	TA_LEND_IDLE = 1u << 0,	 /* idle shares are lent (--lend) */
+	TA_LEND_YIELD = 1u << 1, /* lower priorities yield used share (--reclaim-for-priority) */
 };
 /* The loans of one round for n cgroups sharing a tier whose nodes have free_bytes free; each
- * lender keeps reserve bytes of its idle share for its own growth. */
-void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64_t reserve);
+ * lender keeps reserve bytes of its idle share for its own growth. flags: TA_LEND_*. */
+void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64_t reserve,
+		  unsigned flags);
 
 /* ---- pressure.c: reclaim for priority (--reclaim-for-priority, seed 001), pure ---- */
 #define TA_PRESS_MAX	    256		  /* cgroups in one plan */
@@ -224,6 +232,7 @@ struct ta_agent_lend_config {
 	 * declares for itself with TIERALLOC_PRIORITY. */
 	const struct ta_agent_priority *priorities;
 	unsigned npriorities;
+	unsigned flags; /* TA_LEND_* */
 };
 struct ta_agent_lend_stats {
 	uint64_t lent_now;	   /* bytes lent at the last round */
@@ -233,6 +242,8 @@ struct ta_agent_lend_stats {
 	uint64_t take_back_ns_sum; /* their durations */
 	uint64_t take_back_ns_max;
 	uint64_t take_back_ns_last;
+	uint64_t yielded_now; /* bytes yielded to higher priorities at the last round */
+	uint64_t yields;      /* yield increases, bytes */
 };
 void ta_agent_segments_lend(struct ta_agent_segments *set, const struct ta_agent_lend_config *cfg,
 			    bool verbose);

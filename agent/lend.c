@@ -19,6 +19,11 @@
  *   lowest classes lose their loans first.
  * - Loans never exceed what is free: the new part of the loans (beyond what borrowers already
  *   hold on the tier) is bounded by the tier's free memory.
+ * - Yields (TA_LEND_YIELD, the priority policy): what a class still wishes once the idle shares
+ *   are gone is taken from the shares of strictly lower priorities, lowest first, never below
+ *   their floor (low/min share). A yield lowers the giver's high and max, so its enforcement
+ *   demotes its coldest memory; the taker's loan from it is bounded by free memory like any
+ *   other, so it grows as the demotion frees the tier, a round or two later.
  */
 #include <string.h>
 
@@ -80,7 +85,38 @@ static uint64_t water_fill(struct ta_lend_cg *cg, unsigned n, const bool *cls, c
 	return given;
 }
 
-void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64_t reserve)
+/* Yields from the cgroups below priority p for want bytes: lowest priority first, then the one
+ * with most above its floor; returns what was yielded. */
+static uint64_t yield_for(struct ta_lend_cg *cg, unsigned n, uint32_t p, uint64_t want)
+{
+	uint64_t got = 0;
+	while (got < want) {
+		int best = -1;
+		uint64_t best_room = 0;
+		for (unsigned i = 0; i < n; i++) {
+			const struct ta_lend_cg *c = &cg[i];
+			if (!c->live || !c->can_yield || c->priority >= p)
+				continue;
+			uint64_t room = sub0(c->share, c->floor + c->lent + c->yielded);
+			if (room == 0)
+				continue;
+			if (best < 0 || c->priority < cg[best].priority ||
+			    (c->priority == cg[best].priority && room > best_room)) {
+				best = (int)i;
+				best_room = room;
+			}
+		}
+		if (best < 0)
+			break;
+		uint64_t take = min64(want - got, best_room);
+		cg[best].yielded += take;
+		got += take;
+	}
+	return got;
+}
+
+void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64_t reserve,
+		  unsigned flags)
 {
 	if (n > TA_LEND_MAX)
 		n = TA_LEND_MAX;
@@ -90,6 +126,7 @@ void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64
 		struct ta_lend_cg *c = &cg[i];
 		c->loan = 0;
 		c->lent = 0;
+		c->yielded = 0;
 		wish[i] = idle[i] = 0;
 		if (!c->live)
 			continue; /* an exited container neither borrows nor lends */
@@ -97,7 +134,7 @@ void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64
 		if (c->wants || c->loan_before > 0)
 			total += c->below;
 		wish[i] = sub0(total, c->share);
-		if (wish[i] == 0 && !c->holds)
+		if (wish[i] == 0 && !c->holds && (flags & TA_LEND_IDLE))
 			idle[i] = sub0(c->share, c->used + reserve);
 		/* What a borrower holds over its share is on the tier already, not taken from
 		 * what is free. */
@@ -141,5 +178,15 @@ void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64
 			cg[best].lent += take;
 			given -= take;
 		}
+		if (!(flags & TA_LEND_YIELD))
+			continue;
+		uint64_t want = 0;
+		for (unsigned i = 0; i < n; i++)
+			if (cls[i])
+				want += sub0(wish[i], cg[i].loan);
+		if (want == 0)
+			continue;
+		uint64_t yielded = yield_for(cg, n, p, want);
+		budget -= water_fill(cg, n, cls, wish, min64(yielded, budget));
 	}
 }

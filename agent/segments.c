@@ -120,7 +120,8 @@ struct segment {
 	 * steered_away counts it last saw, and when a take-back began for it as an owner. */
 	uint32_t lend_off;
 	bool lend_seen;
-	uint64_t loan[TA_SHM_MAX_TIERS], lent[TA_SHM_MAX_TIERS];
+	bool yields; /* its processes honour a yield (ABI minor 6) */
+	uint64_t loan[TA_SHM_MAX_TIERS], lent[TA_SHM_MAX_TIERS], yielded[TA_SHM_MAX_TIERS];
 	uint64_t steered[TA_SHM_MAX_TIERS];
 	uint64_t borrowed[TA_SHM_MAX_TIERS], taken_back[TA_SHM_MAX_TIERS];
 	uint64_t take_backs[TA_SHM_MAX_TIERS], take_back_ns[TA_SHM_MAX_TIERS];
@@ -346,6 +347,7 @@ static bool take_header(struct ta_agent_segments *set, struct segment *s)
 	s->max_slots = h.max_slots < TA_SHM_MAX_SLOTS ? h.max_slots : TA_SHM_MAX_SLOTS;
 	s->agent_off = h.agent_off;
 	s->lend_off = ta_shm_lend_block(&h, s->size) != NULL ? h.lend_off : 0;
+	s->yields = s->lend_off != 0 && h.abi_minor >= 6;
 	size_t plen = strnlen(h.cgroup_path, sizeof(h.cgroup_path));
 	memcpy(s->cgroup_path, h.cgroup_path, plen);
 	s->cgroup_path[plen] = '\0';
@@ -828,7 +830,8 @@ struct lend_view {
 	struct ta_shm_lend block;
 	uint64_t share[TA_SHM_MAX_TIERS], used[TA_SHM_MAX_TIERS], charged[TA_SHM_MAX_TIERS];
 	uint64_t steered[TA_SHM_MAX_TIERS], capacity[TA_SHM_MAX_TIERS];
-	uint64_t loan[TA_SHM_MAX_TIERS], lent[TA_SHM_MAX_TIERS];
+	uint64_t floor[TA_SHM_MAX_TIERS]; /* the tier's low or min share, the larger */
+	uint64_t loan[TA_SHM_MAX_TIERS], lent[TA_SHM_MAX_TIERS], yielded[TA_SHM_MAX_TIERS];
 };
 
 static bool lend_read(struct ta_agent_segments *set, struct lend_view *v)
@@ -842,6 +845,9 @@ static bool lend_read(struct ta_agent_segments *set, struct lend_view *v)
 	for (unsigned t = 0; t < s->ntiers; t++) {
 		struct ta_shm_tier *r = (void *)(tiers + (size_t)t * s->tier_size);
 		v->share[t] = atomic_load(&r->limit[TA_LIMIT_HIGH]);
+		uint64_t low = atomic_load(&r->limit[TA_LIMIT_LOW]);
+		uint64_t min = atomic_load(&r->limit[TA_LIMIT_MIN]);
+		v->floor[t] = low > min ? low : min;
 		v->charged[t] = atomic_load(&r->charged);
 		uint64_t observed = atomic_load(&r->observed);
 		v->used[t] = observed > v->charged[t] ? observed : v->charged[t];
@@ -856,6 +862,11 @@ static bool lend_read(struct ta_agent_segments *set, struct lend_view *v)
 		for (unsigned t = 0; t < s->ntiers; t++) {
 			uint64_t loan = atomic_load(&v->block.tier[t].loan);
 			s->loan[t] = monotonic_ns() < expires && loan <= v->capacity[t] ? loan : 0;
+			uint64_t yielded = atomic_load(&v->block.tier[t].yielded);
+			s->yielded[t] =
+			    s->yields && monotonic_ns() < expires && yielded <= v->capacity[t]
+				? yielded
+				: 0;
 			s->steered[t] = v->steered[t];
 		}
 	}
@@ -874,6 +885,8 @@ static bool lend_write(struct segment *s, const struct lend_view *v, uint64_t ex
 		bool mine = t < s->ntiers;
 		atomic_store(&b.tier[t].loan, mine ? v->loan[t] : 0);
 		atomic_store(&b.tier[t].lent, mine ? v->lent[t] : 0);
+		if (s->yields)
+			atomic_store(&b.tier[t].yielded, mine ? v->yielded[t] : 0);
 		atomic_store(&b.tier[t].borrowed, mine ? s->borrowed[t] : 0);
 		atomic_store(&b.tier[t].taken_back, mine ? s->taken_back[t] : 0);
 		atomic_store(&b.tier[t].take_backs, mine ? s->take_backs[t] : 0);
@@ -966,10 +979,12 @@ static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsign
 				.wants = s->lend_seen && v[j].steered[t] != s->steered[t],
 				.live = v[j].live,
 				.holds = lend_holds(s, t, v[j].used[t], cfg, now, verbose),
+				.can_yield = s->yields,
+				.floor = v[j].floor[t],
 			};
 			idx[m++] = j;
 		}
-		ta_lend_plan(cg, m, nodes_free(set, nodes), cfg->reserve);
+		ta_lend_plan(cg, m, nodes_free(set, nodes), cfg->reserve, cfg->flags);
 		/* Loans cut this round, and what borrowers hold over their share and loan. */
 		bool cut = false;
 		uint64_t over = 0;
@@ -987,6 +1002,10 @@ static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsign
 			struct segment *s = w->s;
 			w->loan[t] = cg[k].loan;
 			w->lent[t] = cg[k].lent;
+			w->yielded[t] = cg[k].yielded;
+			if (cg[k].yielded > s->yielded[t])
+				set->lend.yields += cg[k].yielded - s->yielded[t];
+			set->lend.yielded_now += cg[k].yielded;
 			if (cg[k].lent > 0 && (s->lent[t] == 0 || cg[k].used < s->lend_base[t]))
 				s->lend_base[t] = cg[k].used;
 			if (cg[k].loan > s->loan[t]) {
@@ -1002,15 +1021,17 @@ static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsign
 			    cg[k].used + cfg->reserve > cg[k].share - s->lent[t])
 				s->take_back_since[t] = now;
 			set->lend.lent_now += cg[k].lent;
-			if (verbose && (cg[k].loan != s->loan[t] || cg[k].lent != s->lent[t]))
+			if (verbose && (cg[k].loan != s->loan[t] || cg[k].lent != s->lent[t] ||
+					cg[k].yielded != s->yielded[t]))
 				printf(
 				    "tierallocd: lend tier %u: cgroup %llu priority %u share %lluM "
-				    "used %lluM loan %lluM lent %lluM\n",
+				    "used %lluM loan %lluM lent %lluM yielded %lluM\n",
 				    t, (unsigned long long)s->cgroup_id, cg[k].priority,
 				    (unsigned long long)(cg[k].share >> 20),
 				    (unsigned long long)(cg[k].used >> 20),
 				    (unsigned long long)(cg[k].loan >> 20),
-				    (unsigned long long)(cg[k].lent >> 20));
+				    (unsigned long long)(cg[k].lent >> 20),
+				    (unsigned long long)(cg[k].yielded >> 20));
 		}
 		/* A take-back ends when the owners stopped growing into what they lent (no cut
 		 * this round) and no borrower holds more than its share and loan: one episode
@@ -1062,6 +1083,7 @@ void ta_agent_segments_lend(struct ta_agent_segments *set, const struct ta_agent
 	}
 	uint64_t now = monotonic_ns();
 	set->lend.lent_now = 0;
+	set->lend.yielded_now = 0;
 	for (unsigned t = 0; t + 1 < TA_SHM_MAX_TIERS; t++) {
 		memset(done, 0, n * sizeof(*done));
 		lend_tier(set, v, n, t, done, cfg, now, verbose);
@@ -1070,12 +1092,14 @@ void ta_agent_segments_lend(struct ta_agent_segments *set, const struct ta_agent
 		struct segment *s = v[i].s;
 		if (!v[i].ok)
 			continue;
+		/* A loan cut or a yield raised: the excess is to go now. */
 		bool cut = false;
 		for (unsigned t = 0; t < s->ntiers; t++)
-			cut |= v[i].loan[t] < s->loan[t];
+			cut |= v[i].loan[t] < s->loan[t] || v[i].yielded[t] > s->yielded[t];
 		if (lend_write(s, &v[i], now + cfg->expiry_ns)) {
 			memcpy(s->loan, v[i].loan, sizeof(s->loan));
 			memcpy(s->lent, v[i].lent, sizeof(s->lent));
+			memcpy(s->yielded, v[i].yielded, sizeof(s->yielded));
 			if (cut)
 				lend_alarm(s);
 		}
@@ -1211,6 +1235,7 @@ static bool snapshot(struct ta_agent_segments *set, struct segment *s, struct ta
 			pt->have_lend = true;
 			pt->loan = live ? atomic_load(&lend.tier[t].loan) : 0;
 			pt->lent = live ? atomic_load(&lend.tier[t].lent) : 0;
+			pt->yielded = live ? atomic_load(&lend.tier[t].yielded) : 0;
 			pt->taken_back = atomic_load(&lend.tier[t].taken_back);
 			pt->take_backs = atomic_load(&lend.tier[t].take_backs);
 		}
@@ -1258,6 +1283,15 @@ int ta_agent_segments_metrics(struct ta_agent_segments *set, FILE *f)
 		(unsigned long long)l->lent_now, (unsigned long long)l->granted,
 		(unsigned long long)l->taken_back, (double)l->take_back_ns_sum / 1e9,
 		(unsigned long long)l->take_backs, (double)l->take_back_ns_max / 1e9);
+	fprintf(f,
+		"# HELP tieralloc_agent_yielded_bytes Bytes of shares yielded to higher priorities "
+		"now (--reclaim-for-priority).\n"
+		"# TYPE tieralloc_agent_yielded_bytes gauge\n"
+		"tieralloc_agent_yielded_bytes %llu\n"
+		"# HELP tieralloc_agent_yields_bytes_total Bytes of yield increases.\n"
+		"# TYPE tieralloc_agent_yields_bytes_total counter\n"
+		"tieralloc_agent_yields_bytes_total %llu\n",
+		(unsigned long long)l->yielded_now, (unsigned long long)l->yields);
 	return rc != 0 || ferror(f) ? -1 : 0;
 }
 

@@ -32,9 +32,10 @@
  * (agent/lend.c), with an expiry the next interval renews (segments.c).
  *
  * With --reclaim-for-priority, every interval, a cgroup under memory pressure (PSI, memory.events,
- * refaults, steering, or growth about to fill its parent) has its lower-priority siblings reclaimed
- * through memory.reclaim, a step at a time, never below their memory.low/min (agent/pressure.c
- * decides, agent/reclaim.c acts). With --protect it keeps each named cgroup's memory.low at its
+ * refaults, or growth about to fill its parent) has its lower-priority siblings capped and
+ * reclaimed, never below their memory.low/min (agent/pressure.c decides, agent/reclaim.c acts);
+ * one steered away from the fast tier has lower priorities yield it their fast-tier shares, which
+ * their enforcement demotes (agent/lend.c, in the lending round). With --protect it keeps each named cgroup's memory.low at its
  * usage plus headroom while reclaim may steal from it (issue 17, seed 004: agent/protect.c decides,
  * agent/protector.c runs it in a thread and a lease keeper process undoes requests that are no
  * longer renewed).
@@ -256,12 +257,14 @@ static void usage(FILE *f)
 	       "  --lend-reserve SIZE  bytes of an idle share its owner keeps for its own\n"
 	       "                growth (default 64M; K, M, G suffixes)\n"
 	       "  --reclaim-for-priority  when a cgroup shows memory pressure (PSI,\n"
-	       "                memory.events high/max, refaults, steering) or grows\n"
+	       "                memory.events high/max, refaults) or grows\n"
 	       "                into its parent's limit, reclaim its\n"
 	       "                lower-priority siblings (memory.reclaim), never below their\n"
 	       "                memory.low/min, and hold them there (memory.high) until their\n"
 	       "                parent has room again (cgroup v2); a cap lapses 8 intervals\n"
-	       "                (at least 2 s) after the agent stops renewing it\n"
+	       "                (at least 2 s) after the agent stops renewing it; one\n"
+	       "                steered from the fast tier: lower priorities yield it their\n"
+	       "                fast-tier shares (their coldest memory is demoted)\n"
 	       "  --reclaim-step SIZE  the room a pressured cgroup wants free in its\n"
 	       "                parent; at most 4 steps taken per interval (default 32M)\n"
 	       "  --reclaim-no-cap  reclaim only: never lower a memory.high\n"
@@ -894,18 +897,22 @@ static void run(const struct options *o, struct agent *ag)
 		size_t n = read_counts(ag->skel, ag->counts);
 		ta_agent_segments_publish(ag->segments, ag->counts, n, NULL, 0, flags, interval_ms,
 					  o->print);
-		if (o->lend) {
+		if (o->lend || o->reclaim) {
 			/* Four intervals' grace, 2 s at least: a loan outlives a late round, not a
 			 * dead agent. */
 			uint64_t expiry_ms = 4ull * interval_ms > 2000 ? 4ull * interval_ms : 2000;
 			/* An owner that asked keeps its share 20 intervals (5 s at least) after
 			 * its usage last grew: a burst of growth is not one take-back per round. */
 			uint64_t hold_ms = 20ull * interval_ms > 5000 ? 20ull * interval_ms : 5000;
-			struct ta_agent_lend_config lend = { .reserve = o->lend_reserve,
-							     .expiry_ns = expiry_ms * 1000000ull,
-							     .hold_ns = hold_ms * 1000000ull,
-							     .priorities = o->priorities,
-							     .npriorities = o->npriorities };
+			struct ta_agent_lend_config lend = {
+				.reserve = o->lend_reserve,
+				.expiry_ns = expiry_ms * 1000000ull,
+				.hold_ns = hold_ms * 1000000ull,
+				.priorities = o->priorities,
+				.npriorities = o->npriorities,
+				.flags = (o->lend ? TA_LEND_IDLE : 0u) |
+					 (o->reclaim ? TA_LEND_YIELD : 0u)
+			};
 			ta_agent_segments_lend(ag->segments, &lend, o->print);
 		}
 		if (ag->reclaim != NULL) {

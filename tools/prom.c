@@ -48,6 +48,7 @@ FIELD_GETTER(get_xup, t->have_access, t->exchange_promoted)
 FIELD_GETTER(get_xdown, t->have_access, t->exchange_down)
 FIELD_GETTER(get_loan, t->have_lend, t->loan)
 FIELD_GETTER(get_lent, t->have_lend, t->lent)
+FIELD_GETTER(get_yielded, t->have_lend, t->yielded)
 FIELD_GETTER(get_taken_back, t->have_lend, t->taken_back)
 FIELD_GETTER(get_take_backs, t->have_lend, t->take_backs)
 FIELD_GETTER(get_kpromoted, t->have_agent, t->kernel_promoted)
@@ -109,6 +110,10 @@ static const struct tier_metric {
 	  PLAIN, get_loan },
 	{ "tier_lent_bytes", "Bytes of the cgroup's share lent to others now.", GAUGE, PLAIN,
 	  get_lent },
+	{ "tier_yielded_bytes",
+	  "Bytes of the cgroup's share yielded to a higher priority now (tierallocd "
+	  "--reclaim-for-priority).",
+	  GAUGE, PLAIN, get_yielded },
 	{ "tier_loan_taken_back_bytes_total", "Bytes of the cgroup's loans revoked.", COUNTER,
 	  PLAIN, get_taken_back },
 	{ "tier_take_backs_total", "Take-backs of the cgroup's lent share completed.", COUNTER,

@@ -31,7 +31,8 @@ struct ta_prom_tier {
 	uint64_t hot, cold, exchange_promoted, exchange_down;
 	bool have_lend; /* ABI minor 5: the lending block */
 	uint64_t loan, lent, taken_back, take_backs;
-	bool have_agent; /* the agent's counts, in pages, when fresh and attributable */
+	uint64_t yielded; /* ABI minor 6 (0 before) */
+	bool have_agent;  /* the agent's counts, in pages, when fresh and attributable */
 	uint64_t kernel_promoted, kernel_demoted, kernel_moved;
 };
 

@@ -576,29 +576,32 @@ static void print_lending(const struct seg *s, bool wide)
 	if (wide) {
 		printf("lending: priority %u, loans %s\n", priority_of(l),
 		       live ? "live (the agent renews them)" : "none or lapsed");
-		printf("%-4s %10s %10s %10s %10s %10s %12s\n", "tier", "share", "loan", "lent",
-		       "borrowed", "taken_back", "take_back_s");
+		printf("%-4s %10s %10s %10s %10s %10s %10s %12s\n", "tier", "share", "loan", "lent",
+		       "yielded", "borrowed", "taken_back", "take_back_s");
 		for (unsigned t = 0; t < ntiers(s); t++) {
 			const struct ta_shm_lend_tier *lt = &l->tier[t];
-			char v[5][16];
+			char v[6][16];
 			human(ld(&tier_rec(s, t)->limit[TA_LIMIT_HIGH]), v[0], sizeof(v[0]));
 			human(live ? ld(&lt->loan) : 0, v[1], sizeof(v[1]));
 			human(live ? ld(&lt->lent) : 0, v[2], sizeof(v[2]));
+			human(live ? ld(&lt->yielded) : 0, v[5], sizeof(v[5]));
 			human(ld(&lt->borrowed), v[3], sizeof(v[3]));
 			human(ld(&lt->taken_back), v[4], sizeof(v[4]));
-			printf("%-4u %10s %10s %10s %10s %10s %12.3f\n", t, v[0], v[1], v[2], v[3],
-			       v[4], (double)ld(&lt->take_back_ns) / 1e9);
+			printf("%-4u %10s %10s %10s %10s %10s %10s %12.3f\n", t, v[0], v[1], v[2],
+			       v[5], v[3], v[4], (double)ld(&lt->take_back_ns) / 1e9);
 		}
 		return;
 	}
 	printf("lending: priority %u\n", priority_of(l));
 	for (unsigned t = 0; t < ntiers(s); t++) {
-		char share[16], loan[16], lent[16];
+		char share[16], loan[16], lent[16], yielded[16];
 		const struct ta_shm_lend_tier *lt = &l->tier[t];
 		human(ld(&tier_rec(s, t)->limit[TA_LIMIT_HIGH]), share, sizeof(share));
 		human(live ? ld(&lt->loan) : 0, loan, sizeof(loan));
 		human(live ? ld(&lt->lent) : 0, lent, sizeof(lent));
-		printf("  tier %u: share %s, loan %s, lent %s\n", t, share, loan, lent);
+		human(live ? ld(&lt->yielded) : 0, yielded, sizeof(yielded));
+		printf("  tier %u: share %s, loan %s, lent %s, yielded %s\n", t, share, loan, lent,
+		       yielded);
 	}
 }
 
@@ -789,10 +792,12 @@ static void print_json(struct seg *s, bool first)
 		bool lend_live;
 		const struct ta_shm_lend *lend = lending(s, &lend_live);
 		if (lend != NULL)
-			printf(",\"lend\":{\"loan\":%llu,\"lent\":%llu,\"borrowed\":%llu,"
-			       "\"taken_back\":%llu,\"take_backs\":%llu,\"take_back_ns\":%llu}",
+			printf(",\"lend\":{\"loan\":%llu,\"lent\":%llu,\"yielded\":%llu,"
+			       "\"borrowed\":%llu,\"taken_back\":%llu,\"take_backs\":%llu,"
+			       "\"take_back_ns\":%llu}",
 			       (unsigned long long)(lend_live ? ld(&lend->tier[t].loan) : 0),
 			       (unsigned long long)(lend_live ? ld(&lend->tier[t].lent) : 0),
+			       (unsigned long long)(lend_live ? ld(&lend->tier[t].yielded) : 0),
 			       (unsigned long long)ld(&lend->tier[t].borrowed),
 			       (unsigned long long)ld(&lend->tier[t].taken_back),
 			       (unsigned long long)ld(&lend->tier[t].take_backs),
@@ -900,6 +905,7 @@ static void snapshot(struct seg *s, struct ta_prom_segment *p)
 			pt->have_lend = true;
 			pt->loan = lend_live ? ld(&lend->tier[t].loan) : 0;
 			pt->lent = lend_live ? ld(&lend->tier[t].lent) : 0;
+			pt->yielded = lend_live ? ld(&lend->tier[t].yielded) : 0;
 			pt->taken_back = ld(&lend->tier[t].taken_back);
 			pt->take_backs = ld(&lend->tier[t].take_backs);
 		}

@@ -36,7 +36,7 @@
 
 #define TA_SHM_MAGIC	 0x31306d6873726574ull /* "tershm01" little-endian */
 #define TA_SHM_ABI_MAJOR 1
-#define TA_SHM_ABI_MINOR 5
+#define TA_SHM_ABI_MINOR 6
 #define TA_SHM_MAX_TIERS 3
 #define TA_SHM_MAX_SLOTS 256 /* processes of one cgroup attached at once */
 #define TA_SHM_PATH_MAX	 256
@@ -147,7 +147,12 @@ struct ta_shm_lend_tier {
 	 * more than its share and loan. */
 	_Atomic uint64_t take_backs;
 	_Atomic uint64_t take_back_ns;
-	uint64_t reserved[2];
+	/* Minor 6: bytes of this cgroup's share yielded to a higher priority (tierallocd
+	 * --reclaim-for-priority): high and max lowered by that much while the loans count, never
+	 * below the tier's low and min, so that its enforcement demotes its coldest memory there.
+	 */
+	_Atomic uint64_t yielded;
+	uint64_t reserved;
 };
 
 #define TA_SHM_LEND_PRIORITY_SET 1u /* a process declared TIERALLOC_PRIORITY */

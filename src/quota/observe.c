@@ -172,13 +172,15 @@ void ta_quota_view(struct ta_enforce_in *in)
 		for (unsigned k = 0; k < TA_NLIMITS; k++)
 			in->limit[t][k] = atomic_load(&r->limit[k]);
 		/* A loan counts as share while it lasts; once revoked or expired, the excess is
-		 * this tier's to shed like any other, cold first. */
-		uint64_t loan = ta_shm_loan(t);
+		 * this tier's to shed like any other, cold first. A yield takes from the share:
+		 * what it gave is excess at once, shed the same way. */
+		uint64_t loan, yielded;
+		ta_shm_lend_terms(t, &loan, &yielded);
+		uint64_t floor = ta_shm_lend_floor(in->limit[t]);
 		for (unsigned k = TA_LIMIT_HIGH; k <= TA_LIMIT_MAX; k++)
-			in->limit[t][k] = in->limit[t][k] > UINT64_MAX - loan
-					      ? UINT64_MAX
-					      : in->limit[t][k] + loan;
+			in->limit[t][k] = ta_shm_lend_limit(in->limit[t][k], loan, yielded, floor);
 		in->loan[t] = loan;
+		in->yielded[t] = yielded;
 		in->cg_charged[t] = atomic_load(&r->charged);
 		in->gated[t] = atomic_load(&r->gated) != 0;
 		in->my_charged[t] = atomic_load(&ta_shm.mine->charged[t]);

@@ -43,8 +43,9 @@ void ta_shm_fork_child(void);
 struct ta_enforce_in {
 	unsigned ntiers;
 	uint64_t observed[TA_MAX_TIERS];   /* the cgroup's bytes on each tier's nodes */
-	uint64_t limit[TA_MAX_TIERS][4];   /* TA_LIMIT_* per tier, high and max plus the loan */
+	uint64_t limit[TA_MAX_TIERS][4];   /* TA_LIMIT_* per tier; high and max with the terms */
 	uint64_t loan[TA_MAX_TIERS];	   /* the agent's live loan, included in limit[] */
+	uint64_t yielded[TA_MAX_TIERS];	   /* the live yield, taken from limit[] (to its floor) */
 	uint64_t cg_charged[TA_MAX_TIERS]; /* every process's charge */
 	uint64_t my_charged[TA_MAX_TIERS]; /* this process's */
 	uint64_t current;		   /* memory.current, UINT64_MAX: unknown */

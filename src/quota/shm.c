@@ -715,39 +715,60 @@ bool ta_shm_check(bool now)
 	return true;
 }
 
-uint64_t ta_shm_loan_at(const struct ta_shm_lend *lend, unsigned t, uint64_t now_ns)
+static bool lend_terms_at(const struct ta_shm_lend *lend, unsigned t, uint64_t now_ns,
+			  uint64_t *loan, uint64_t *yielded)
 {
+	*loan = *yielded = 0;
 	if (lend == NULL || t >= TA_SHM_MAX_TIERS)
-		return 0;
+		return false;
 	struct ta_shm_lend *l = (struct ta_shm_lend *)lend;
 	if (now_ns >= atomic_load_explicit(&l->expires_ns, memory_order_acquire))
-		return 0;
-	return atomic_load_explicit(&l->tier[t].loan, memory_order_relaxed);
+		return false;
+	*loan = atomic_load_explicit(&l->tier[t].loan, memory_order_relaxed);
+	*yielded = atomic_load_explicit(&l->tier[t].yielded, memory_order_relaxed);
+	return *loan != 0 || *yielded != 0;
 }
 
-uint64_t ta_shm_loan(unsigned t)
+bool ta_shm_lend_terms(unsigned t, uint64_t *loan, uint64_t *yielded)
 {
+	*loan = *yielded = 0;
 	if (!atomic_load_explicit(&ta_shm.active, memory_order_acquire) || ta_shm.lend == NULL)
-		return 0;
+		return false;
 	/* Only a few loads when no agent ever lent: no clock read on that path. */
 	if (atomic_load_explicit(&ta_shm.lend->expires_ns, memory_order_relaxed) == 0)
-		return 0;
-	return ta_shm_loan_at(ta_shm.lend, t, now_ns(CLOCK_MONOTONIC));
+		return false;
+	return lend_terms_at(ta_shm.lend, t, now_ns(CLOCK_MONOTONIC), loan, yielded);
 }
 
-/* limit + loan without wrapping. */
-static uint64_t plus_loan(uint64_t limit, uint64_t loan)
+uint64_t ta_shm_lend_limit(uint64_t limit, uint64_t loan, uint64_t yielded, uint64_t floor)
 {
-	return limit > UINT64_MAX - loan ? UINT64_MAX : limit + loan;
+	uint64_t raised = limit > UINT64_MAX - loan ? UINT64_MAX : limit + loan;
+	/* The segment is its owner's to write: whatever it says, a yield stops at the floor. */
+	if (raised <= floor)
+		return raised;
+	return raised - floor > yielded ? raised - yielded : floor;
+}
+
+uint64_t ta_shm_lend_floor(const uint64_t limit[TA_NLIMITS])
+{
+	return limit[TA_LIMIT_LOW] > limit[TA_LIMIT_MIN] ? limit[TA_LIMIT_LOW]
+							 : limit[TA_LIMIT_MIN];
 }
 
 bool ta_shm_charge(unsigned tier, uint64_t bytes, int level, bool force)
 {
 	struct ta_shm_tier *r = &ta_shm.tiers[tier];
 	/* A loan of the agent's raises high and max alike: the borrower steers into it as into
-	 * its own share, and its max is its own share's max plus what it borrows. */
-	uint64_t limit = plus_loan(atomic_load_explicit(&r->limit[level], memory_order_relaxed),
-				   level >= TA_LIMIT_HIGH ? ta_shm_loan(tier) : 0);
+	 * its own share, and its max is its own share's max plus what it borrows. A yield lowers
+	 * both: the cgroup steers below the tier until its enforcement has demoted what it gave. */
+	uint64_t limit = atomic_load_explicit(&r->limit[level], memory_order_relaxed);
+	uint64_t loan, yielded;
+	if (level >= TA_LIMIT_HIGH && ta_shm_lend_terms(tier, &loan, &yielded)) {
+		uint64_t lim[TA_NLIMITS];
+		for (unsigned k = 0; k < TA_NLIMITS; k++)
+			lim[k] = atomic_load_explicit(&r->limit[k], memory_order_relaxed);
+		limit = ta_shm_lend_limit(limit, loan, yielded, ta_shm_lend_floor(lim));
+	}
 	/* What the kernel sees there beyond the charges (memkind's metadata, page cache, pages it
 	 * promoted): intent plus the last observed truth. */
 	uint64_t untracked = atomic_load_explicit(&r->untracked, memory_order_relaxed);

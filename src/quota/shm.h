@@ -60,11 +60,15 @@ int ta_shm_access_field(const struct ta_shm *shm, unsigned tier, const char *fie
 struct ta_shm_access *ta_shm_access_block(const struct ta_shm_header *h, size_t size);
 /* The lending block of a validated header, or NULL (before minor 5, or out of bounds). */
 struct ta_shm_lend *ta_shm_lend_block(const struct ta_shm_header *h, size_t size);
-/* What tier t's cgroup borrows now: the loan while unexpired at now_ns (CLOCK_MONOTONIC), else
- * 0. Pure on the block, for the library's steering and enforcement alike. */
-uint64_t ta_shm_loan_at(const struct ta_shm_lend *lend, unsigned t, uint64_t now_ns);
-/* This process's segment's loan on tier t now (0 without a segment, block or live loan). */
-uint64_t ta_shm_loan(unsigned t);
+/* The lending round's terms for tier t of this process's segment now: the loan and what the
+ * cgroup yielded (minor 6); both 0 without a segment or block, or once expired. Whether either
+ * is not 0. */
+bool ta_shm_lend_terms(unsigned t, uint64_t *loan, uint64_t *yielded);
+/* A tier's high or max under the terms: raised by the loan (without wrapping), lowered by the
+ * yield but never by it below floor. */
+uint64_t ta_shm_lend_limit(uint64_t limit, uint64_t loan, uint64_t yielded, uint64_t floor);
+/* The floor a yield stops at: the larger of the tier's low and min. */
+uint64_t ta_shm_lend_floor(const uint64_t limit[TA_NLIMITS]);
 /* "/tieralloc-v1-<cgroup key>-t<tiers fingerprint>", or the override. */
 void ta_shm_name(const struct ta_cgroup *cg, const struct ta_topology *topo, const char *override,
 		 char *buf, size_t n);

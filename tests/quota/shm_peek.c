@@ -185,10 +185,11 @@ int main(int argc, char **argv)
 		for (unsigned t = 0; t < ntiers; t++)
 			printf("lend_tier=%u loan=%" PRIu64 " lent=%" PRIu64 " borrowed=%" PRIu64
 			       " taken_back=%" PRIu64 " take_backs=%" PRIu64
-			       " take_back_ns=%" PRIu64 "\n",
+			       " take_back_ns=%" PRIu64 " yielded=%" PRIu64 "\n",
 			       t, LOAD(w->tier[t].loan), LOAD(w->tier[t].lent),
 			       LOAD(w->tier[t].borrowed), LOAD(w->tier[t].taken_back),
-			       LOAD(w->tier[t].take_backs), LOAD(w->tier[t].take_back_ns));
+			       LOAD(w->tier[t].take_backs), LOAD(w->tier[t].take_back_ns),
+			       LOAD(w->tier[t].yielded));
 	}
 	munmap(m, size);
 	return 0;

@@ -522,9 +522,10 @@ static uint64_t alarm_of(const char *name)
 	return a;
 }
 
-static void forge_lender(uint64_t cgroup_id, uint64_t charged0, uint64_t charged1)
+static void forge_lender_minor(uint16_t minor, uint64_t cgroup_id, uint64_t charged0,
+			       uint64_t charged1)
 {
-	struct ta_shm_header *h = forge(5, cgroup_id);
+	struct ta_shm_header *h = forge(minor, cgroup_id);
 	h->lend_off = TA_SHM_LEND_OFF;
 	h->lend_size = sizeof(struct ta_shm_lend);
 	snprintf(h->cgroup_path, sizeof(h->cgroup_path), "/sys/fs/cgroup/ta-%llu",
@@ -539,14 +540,13 @@ static void forge_lender(uint64_t cgroup_id, uint64_t charged0, uint64_t charged
 	atomic_store(&slot[3].start_time, ta_proc_start_time(getpid()));
 }
 
-static uint64_t mono_ns(void)
+static void forge_lender(uint64_t cgroup_id, uint64_t charged0, uint64_t charged1)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	forge_lender_minor(5, cgroup_id, charged0, charged1);
 }
 
-static void test_lend_round(void)
+/* A directory of segments and one of nodes' meminfo (node 0: 2 GiB free), for lending rounds. */
+static void lend_dirs_make(void)
 {
 	snprintf(lend_dir, sizeof(lend_dir), "/dev/shm/ta-unit-lend-XXXXXX");
 	snprintf(node_dir, sizeof(node_dir), "/tmp/ta-unit-nodes-XXXXXX");
@@ -561,6 +561,33 @@ static void test_lend_round(void)
 		test_hard("cannot write %s", path);
 	fprintf(f, "Node 0 MemTotal:        4194304 kB\nNode 0 MemFree:         2097152 kB\n");
 	fclose(f);
+}
+
+static void lend_dirs_remove(const char *const *names, unsigned n)
+{
+	char path[160];
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/%s", lend_dir, names[i]);
+		unlink(path);
+	}
+	rmdir(lend_dir);
+	snprintf(path, sizeof(path), "%s/node0/meminfo", node_dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/node0", node_dir);
+	rmdir(path);
+	rmdir(node_dir);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void test_lend_round(void)
+{
+	lend_dirs_make();
 	const char *a = "tieralloc-a", *b = "tieralloc-b";
 	char saved_dir[64];
 	memcpy(saved_dir, dir, sizeof(dir));
@@ -577,7 +604,8 @@ static void test_lend_round(void)
 	ta_agent_segments_rescan(set, false);
 	struct ta_agent_lend_config cfg = { .reserve = 64 * MiB,
 					    .expiry_ns = 60ull * 1000000000u,
-					    .hold_ns = 200 * 1000000ull };
+					    .hold_ns = 200 * 1000000ull,
+					    .flags = TA_LEND_IDLE };
 	struct ta_agent_lend_stats st;
 
 	test_context("lend round 1: B never steered away: no loan, but an expiry written");
@@ -713,16 +741,97 @@ static void test_lend_round(void)
 	expect_true(text != NULL && strstr(text, "tieralloc_agent_take_back_seconds_count 1\n"));
 	free(text);
 	ta_agent_segments_free(set);
-	snprintf(path, sizeof(path), "%s/%s", lend_dir, a);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/%s", lend_dir, b);
-	unlink(path);
-	rmdir(lend_dir);
-	snprintf(path, sizeof(path), "%s/node0/meminfo", node_dir);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/node0", node_dir);
-	rmdir(path);
-	rmdir(node_dir);
+	lend_dirs_remove((const char *[]){ a, b }, 2);
+	test_context("%s", "");
+}
+
+/* Issue 17: yields through the segments. H (priority 10) is steered away with 100 MiB below;
+ * L (priority 0) holds its whole 300M share; O is like L but made by a tieralloc before ABI
+ * minor 6, whose processes would not honour a yield. */
+static void test_yield_round(void)
+{
+	lend_dirs_make();
+	const char *h = "tieralloc-h", *l = "tieralloc-l", *o = "tieralloc-o";
+	char saved_dir[64];
+	memcpy(saved_dir, dir, sizeof(dir));
+	memcpy(dir, lend_dir, sizeof(dir));
+	forge_lender_minor(6, CG + 11, 300 * MiB, 100 * MiB);
+	write_file(h, TA_SHM_SEG_SIZE);
+	forge_lender_minor(6, CG + 12, 300 * MiB, 0);
+	write_file(l, TA_SHM_SEG_SIZE);
+	forge_lender_minor(5, CG + 13, 300 * MiB, 0);
+	write_file(o, TA_SHM_SEG_SIZE);
+	memcpy(dir, saved_dir, sizeof(dir));
+	uint32_t ten = 10;
+	poke(h, TA_SHM_LEND_OFF + offsetof(struct ta_shm_lend, priority), &ten, sizeof(ten));
+
+	const char *dirs[] = { lend_dir, NULL };
+	struct ta_agent_segments *set = ta_agent_segments_new(dirs, false);
+	ta_agent_segments_set_node_dir(set, node_dir);
+	ta_agent_segments_rescan(set, false);
+	struct ta_agent_lend_config cfg = { .reserve = 64 * MiB,
+					    .expiry_ns = 60ull * 1000000000u,
+					    .hold_ns = 200 * 1000000ull,
+					    .flags = TA_LEND_IDLE | TA_LEND_YIELD };
+	test_context("yield round 1: nobody steered yet: no yield");
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(l)->tier[0].yielded), 0);
+	uint64_t alarm = alarm_of(l);
+
+	test_context("yield round 2: H steered away, wanting 100M: L (minor 6) yields down to its "
+		     "low share (256M of 300M), H borrows it, L's alarm is raised; O (minor 5) is "
+		     "not asked");
+	poke64(h, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 3);
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(l)->tier[0].yielded), 44 * MiB);
+	expect_eq(atomic_load(&lend_of(o)->tier[0].yielded), 0);
+	expect_eq(atomic_load(&lend_of(h)->tier[0].loan), 44 * MiB);
+	expect_eq(atomic_load(&lend_of(h)->tier[0].yielded), 0);
+	expect_eq(alarm_of(l), alarm + 1);
+	struct ta_agent_lend_stats st;
+	ta_agent_segments_lend_stats(set, &st);
+	expect_eq(st.yielded_now, 44 * MiB);
+	expect_eq(st.yields, 44 * MiB);
+
+	test_context("yield round 3: the same again: the yield holds, no new alarm");
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(l)->tier[0].yielded), 44 * MiB);
+	expect_eq(alarm_of(l), alarm + 1);
+
+	test_context("yield: the metrics show it");
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&text, &len);
+	expect_eq(ta_agent_segments_metrics(set, m), 0);
+	fclose(m);
+	char want[128];
+	snprintf(want, sizeof(want), "tieralloc_agent_yielded_bytes %llu\n",
+		 (unsigned long long)(44 * MiB));
+	expect_true(text != NULL && strstr(text, want) != NULL);
+	expect_true(text != NULL && strstr(text, "tieralloc_tier_yielded_bytes{") != NULL);
+	free(text);
+
+	test_context("yield round 4: H exits: L's yield ends");
+	poke64(h,
+	       TA_SHM_SLOTS_OFF + 3 * sizeof(struct ta_shm_slot) +
+		   offsetof(struct ta_shm_slot, start_time),
+	       1);
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(l)->tier[0].yielded), 0);
+	expect_eq(atomic_load(&lend_of(h)->tier[0].loan), 0);
+
+	test_context("yield: --lend alone asks no yield");
+	poke64(h,
+	       TA_SHM_SLOTS_OFF + 3 * sizeof(struct ta_shm_slot) +
+		   offsetof(struct ta_shm_slot, start_time),
+	       ta_proc_start_time(getpid()));
+	poke64(h, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 9);
+	cfg.flags = TA_LEND_IDLE;
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(l)->tier[0].yielded), 0);
+	expect_eq(atomic_load(&lend_of(h)->tier[0].loan), 0);
+	ta_agent_segments_free(set);
+	lend_dirs_remove((const char *[]){ h, l, o }, 3);
 	test_context("%s", "");
 }
 
@@ -1019,6 +1128,7 @@ int main(int argc, char **argv)
 	test_block_bounds();
 	test_publish();
 	test_lend_round();
+	test_yield_round();
 	test_prom_format();
 	test_exhaustion();
 	char path[128];

@@ -5,9 +5,15 @@
  *   reserve, taken back as the owner grows (all of it once the owner asks for its share back),
  *   bounded by free memory, by priority (higher first, never from a higher one's share, lower
  *   revoked first), equal priorities in proportion to their shares, exited containers out of it.
+ * - Yields (issue 17, the priority policy's tier side): once no idle share is left, a higher
+ *   priority that still wants the tier takes it from lower priorities' shares, lowest first,
+ *   never below their floor, only from segments that honour it; its loan from them bounded by
+ *   free memory.
  * - The library's side, on a real segment (TIERALLOC_SHM_NAME): the lending block's bounds, a
  *   loan raising high and max for charging while unexpired and no longer once expired, the
- *   enforcement's view counting it, and TIERALLOC_PRIORITY recorded in the segment.
+ *   enforcement's view counting it, and TIERALLOC_PRIORITY recorded in the segment; a yield
+ *   lowering high and max for charging and for the enforcement, which sheds what was given,
+ *   never below the tier's low share, and no longer once expired.
  * The guest's end-to-end part is tests/guest/lending.sh.
  */
 #include <stdio.h>
@@ -36,7 +42,7 @@ static void test_idle_share_lent(void)
 		     "reserve");
 	struct ta_lend_cg c[2] = { cgs(300 * MiB, 50 * MiB, 0, false),
 				   cgs(300 * MiB, 300 * MiB, 400 * MiB, true) };
-	ta_lend_plan(c, 2, BIG, 64 * MiB);
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 186 * MiB);
 	expect_eq(c[0].lent, 186 * MiB);
 	expect_eq(c[0].loan, 0);
@@ -44,42 +50,42 @@ static void test_idle_share_lent(void)
 
 	test_context("a wish smaller than the idle share: only the wish");
 	c[1] = cgs(300 * MiB, 300 * MiB, 20 * MiB, true);
-	ta_lend_plan(c, 2, BIG, 64 * MiB);
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 20 * MiB);
 	expect_eq(c[0].lent, 20 * MiB);
 
 	test_context("no wish without being steered away or holding a loan");
 	c[1] = cgs(300 * MiB, 300 * MiB, 400 * MiB, false);
-	ta_lend_plan(c, 2, BIG, 64 * MiB);
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 0);
 
 	test_context("a loan held keeps its wish alive (what it holds over its share, and below)");
 	c[1] = cgs(300 * MiB, 486 * MiB, 214 * MiB, false);
 	c[1].loan_before = 186 * MiB;
-	ta_lend_plan(c, 2, BIG, 64 * MiB);
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 186 * MiB);
 
 	test_context("the owner grows: the loan shrinks to what stays idle above the reserve");
 	c[0].used = 200 * MiB;
-	ta_lend_plan(c, 2, BIG, 64 * MiB);
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 36 * MiB);
 	expect_eq(c[0].lent, 36 * MiB);
 	c[0].used = 250 * MiB;
-	ta_lend_plan(c, 2, BIG, 64 * MiB);
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 0);
 	expect_eq(c[0].lent, 0);
 
 	test_context("an owner that asked for its share back lends nothing, however idle");
 	c[0].used = 80 * MiB;
 	c[0].holds = true;
-	ta_lend_plan(c, 2, BIG, 64 * MiB);
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 0);
 	expect_eq(c[0].lent, 0);
 	test_context("...while another idle owner still lends");
 	struct ta_lend_cg h[3] = { cgs(300 * MiB, 80 * MiB, 0, false), cgs(300 * MiB, 0, 0, false),
 				   cgs(300 * MiB, 300 * MiB, 400 * MiB, true) };
 	h[0].holds = true;
-	ta_lend_plan(h, 3, BIG, 64 * MiB);
+	ta_lend_plan(h, 3, BIG, 64 * MiB, TA_LEND_IDLE);
 	expect_eq(h[2].loan, 236 * MiB);
 	expect_eq(h[1].lent, 236 * MiB);
 	expect_eq(h[0].lent, 0);
@@ -87,7 +93,7 @@ static void test_idle_share_lent(void)
 
 	test_context("a reserve larger than the share: nothing lent");
 	c[0].used = 0;
-	ta_lend_plan(c, 2, BIG, 400 * MiB);
+	ta_lend_plan(c, 2, BIG, 400 * MiB, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 0);
 	test_context("%s", "");
 }
@@ -97,15 +103,15 @@ static void test_free_bound(void)
 	test_context("loans never exceed what is free");
 	struct ta_lend_cg c[2] = { cgs(300 * MiB, 0, 0, false),
 				   cgs(300 * MiB, 300 * MiB, 400 * MiB, true) };
-	ta_lend_plan(c, 2, 50 * MiB, 0);
+	ta_lend_plan(c, 2, 50 * MiB, 0, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 50 * MiB);
 	expect_eq(c[0].lent, 50 * MiB);
 	test_context("what a borrower already holds over its share is not taken from the free");
 	c[1].used = 400 * MiB;
 	c[1].loan_before = 100 * MiB;
-	ta_lend_plan(c, 2, 0, 0);
+	ta_lend_plan(c, 2, 0, 0, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 100 * MiB);
-	ta_lend_plan(c, 2, 30 * MiB, 0);
+	ta_lend_plan(c, 2, 30 * MiB, 0, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 130 * MiB);
 	test_context("%s", "");
 }
@@ -117,14 +123,14 @@ static void test_priority(void)
 				   cgs(300 * MiB, 300 * MiB, 200 * MiB, true),
 				   cgs(300 * MiB, 300 * MiB, 200 * MiB, true) };
 	c[1].priority = 10;
-	ta_lend_plan(c, 3, BIG, 64 * MiB);
+	ta_lend_plan(c, 3, BIG, 64 * MiB, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 200 * MiB);
 	expect_eq(c[2].loan, 36 * MiB);
 	expect_eq(c[0].lent, 236 * MiB);
 
 	test_context("the owner grows: the lower priority's loan goes first");
 	c[0].used = 100 * MiB;
-	ta_lend_plan(c, 3, BIG, 64 * MiB);
+	ta_lend_plan(c, 3, BIG, 64 * MiB, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 136 * MiB);
 	expect_eq(c[2].loan, 0);
 
@@ -132,13 +138,13 @@ static void test_priority(void)
 	struct ta_lend_cg d[2] = { cgs(300 * MiB, 0, 0, false),
 				   cgs(300 * MiB, 300 * MiB, 200 * MiB, true) };
 	d[0].priority = 5;
-	ta_lend_plan(d, 2, BIG, 0);
+	ta_lend_plan(d, 2, BIG, 0, TA_LEND_IDLE);
 	expect_eq(d[1].loan, 0);
 	expect_eq(d[0].lent, 0);
 	test_context("...but a higher one takes from a lower one's");
 	d[0].priority = 0;
 	d[1].priority = 5;
-	ta_lend_plan(d, 2, BIG, 0);
+	ta_lend_plan(d, 2, BIG, 0, TA_LEND_IDLE);
 	expect_eq(d[1].loan, 200 * MiB);
 
 	test_context("a class uses the lenders the classes after it may not use first");
@@ -149,7 +155,7 @@ static void test_priority(void)
 				   cgs(100 * MiB, 100 * MiB, 100 * MiB, true) };
 	e[0].priority = 10;
 	e[2].priority = 10;
-	ta_lend_plan(e, 4, BIG, 0);
+	ta_lend_plan(e, 4, BIG, 0, TA_LEND_IDLE);
 	expect_eq(e[2].loan, 100 * MiB);
 	expect_eq(e[3].loan, 100 * MiB);
 	expect_eq(e[0].lent, 100 * MiB);
@@ -163,12 +169,12 @@ static void test_proportional(void)
 	struct ta_lend_cg c[3] = { cgs(300 * MiB, 0, 0, false),
 				   cgs(200 * MiB, 200 * MiB, 1000 * MiB, true),
 				   cgs(100 * MiB, 100 * MiB, 1000 * MiB, true) };
-	ta_lend_plan(c, 3, BIG, 0);
+	ta_lend_plan(c, 3, BIG, 0, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 200 * MiB);
 	expect_eq(c[2].loan, 100 * MiB);
 	test_context("what one does not want goes to the other");
 	c[1].below = 50 * MiB;
-	ta_lend_plan(c, 3, BIG, 0);
+	ta_lend_plan(c, 3, BIG, 0, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 50 * MiB);
 	expect_eq(c[2].loan, 250 * MiB);
 	expect_eq(c[0].lent, 300 * MiB);
@@ -182,12 +188,12 @@ static void test_exited(void)
 				   cgs(300 * MiB, 300 * MiB, 400 * MiB, true) };
 	c[1].live = false;
 	c[1].loan_before = 100 * MiB;
-	ta_lend_plan(c, 2, BIG, 0);
+	ta_lend_plan(c, 2, BIG, 0, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 0);
 	expect_eq(c[0].lent, 0);
 	c[1].live = true;
 	c[0].live = false;
-	ta_lend_plan(c, 2, BIG, 0);
+	ta_lend_plan(c, 2, BIG, 0, TA_LEND_IDLE);
 	expect_eq(c[1].loan, 0);
 	test_context("%s", "");
 }
@@ -195,6 +201,87 @@ static void test_exited(void)
 /* ---- the library's side ---- */
 
 static char shm_name_var[64];
+
+static void test_yield(void)
+{
+	test_context("issue 17: H (priority 10) steered away, L (0) uses its whole share: L yields "
+		     "what H wants, H borrows it");
+	struct ta_lend_cg c[2] = { cgs(300 * MiB, 300 * MiB, 0, false),
+				   cgs(300 * MiB, 300 * MiB, 100 * MiB, true) };
+	c[0].can_yield = c[1].can_yield = true;
+	c[1].priority = 10;
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_IDLE | TA_LEND_YIELD);
+	expect_eq(c[0].yielded, 100 * MiB);
+	expect_eq(c[1].loan, 100 * MiB);
+	expect_eq(c[1].yielded, 0);
+	expect_eq(c[0].lent, 0);
+
+	test_context("without TA_LEND_YIELD (--lend alone) nobody yields");
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_IDLE);
+	expect_eq(c[0].yielded, 0);
+	expect_eq(c[1].loan, 0);
+
+	test_context("the loan waits for free memory; the yield does not (it makes it free)");
+	ta_lend_plan(c, 2, 0, 64 * MiB, TA_LEND_YIELD);
+	expect_eq(c[0].yielded, 100 * MiB);
+	expect_eq(c[1].loan, 0);
+	ta_lend_plan(c, 2, 40 * MiB, 64 * MiB, TA_LEND_YIELD);
+	expect_eq(c[1].loan, 40 * MiB);
+
+	test_context("never below the floor (the tier's low share)");
+	c[0].floor = 250 * MiB;
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_YIELD);
+	expect_eq(c[0].yielded, 50 * MiB);
+	expect_eq(c[1].loan, 50 * MiB);
+	c[0].floor = 0;
+
+	test_context("equal priorities never yield to each other");
+	c[1].priority = 0;
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_YIELD);
+	expect_eq(c[0].yielded, 0);
+	expect_eq(c[1].loan, 0);
+	c[1].priority = 10;
+
+	test_context("a segment whose processes cannot yield (before minor 6) is not asked");
+	c[0].can_yield = false;
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_YIELD);
+	expect_eq(c[0].yielded, 0);
+	expect_eq(c[1].loan, 0);
+	c[0].can_yield = true;
+
+	test_context("an exited container yields nothing");
+	c[0].live = false;
+	ta_lend_plan(c, 2, BIG, 64 * MiB, TA_LEND_YIELD);
+	expect_eq(c[0].yielded, 0);
+	c[0].live = true;
+
+	test_context("idle shares first, then yields, lowest priority first");
+	/* I idle (priority 0, lends 100 above the reserve 0), M (5) and L (0) full; H (10) wants
+	 * 250: 100 from I's idle, then 150 yielded by L (0) before M (5). */
+	struct ta_lend_cg d[4] = { cgs(100 * MiB, 0, 0, false), cgs(200 * MiB, 200 * MiB, 0, false),
+				   cgs(200 * MiB, 200 * MiB, 0, false),
+				   cgs(100 * MiB, 100 * MiB, 250 * MiB, true) };
+	for (unsigned i = 0; i < 4; i++)
+		d[i].can_yield = true;
+	d[1].priority = 5;
+	d[3].priority = 10;
+	ta_lend_plan(d, 4, BIG, 0, TA_LEND_IDLE | TA_LEND_YIELD);
+	expect_eq(d[0].lent, 100 * MiB);
+	expect_eq(d[2].yielded, 150 * MiB);
+	expect_eq(d[1].yielded, 0);
+	expect_eq(d[3].loan, 250 * MiB);
+	test_context("more than the lowest can give: the next priority up gives the rest");
+	d[3].below = 450 * MiB;
+	ta_lend_plan(d, 4, BIG, 0, TA_LEND_IDLE | TA_LEND_YIELD);
+	expect_eq(d[2].yielded, 200 * MiB);
+	expect_eq(d[1].yielded, 150 * MiB);
+	expect_eq(d[3].loan, 450 * MiB);
+	test_context("when H is gone, every yield ends");
+	d[3].live = false;
+	ta_lend_plan(d, 4, BIG, 0, TA_LEND_IDLE | TA_LEND_YIELD);
+	expect_eq(d[1].yielded + d[2].yielded, 0);
+	test_context("%s", "");
+}
 
 static void test_block_bounds(void)
 {
@@ -236,6 +323,13 @@ static void test_priority_recorded(void)
 	test_context("%s", "");
 }
 
+static uint64_t loan_now(unsigned t)
+{
+	uint64_t loan, yielded;
+	ta_shm_lend_terms(t, &loan, &yielded);
+	return loan;
+}
+
 static void test_loan_steers(void)
 {
 	struct ta_shm_tier *r = &ta_shm.tiers[0];
@@ -253,8 +347,8 @@ static void test_loan_steers(void)
 	test_context("a live loan raises high and max alike");
 	atomic_store(&l->tier[0].loan, 16 * MiB);
 	atomic_store(&l->expires_ns, ta_monotonic_ns() + 60ull * 1000000000u);
-	expect_eq(ta_shm_loan(0), 16 * MiB);
-	expect_eq(ta_shm_loan(1), 0);
+	expect_eq(loan_now(0), 16 * MiB);
+	expect_eq(loan_now(1), 0);
 	expect_true(ta_shm_charge(0, 20 * MiB, TA_LIMIT_HIGH, false));
 	ta_shm_uncharge(0, 20 * MiB);
 	expect_true(ta_shm_charge(0, 20 * MiB, TA_LIMIT_MAX, false));
@@ -269,7 +363,7 @@ static void test_loan_steers(void)
 	expect_eq(in.loan[0], 16 * MiB);
 	test_context("an expired loan counts for nothing");
 	atomic_store(&l->expires_ns, ta_monotonic_ns() - 1);
-	expect_eq(ta_shm_loan(0), 0);
+	expect_eq(loan_now(0), 0);
 	expect_true(!ta_shm_charge(0, 20 * MiB, TA_LIMIT_HIGH, false));
 	ta_quota_view(&in);
 	expect_eq(in.limit[0][TA_LIMIT_HIGH], base + 10 * MiB);
@@ -291,6 +385,67 @@ static void test_loan_steers(void)
 	test_context("%s", "");
 }
 
+static void test_yield_steers(void)
+{
+	struct ta_shm_tier *r = &ta_shm.tiers[0];
+	struct ta_shm_lend *l = ta_shm.lend;
+	uint64_t base = atomic_load(&r->charged);
+	uint64_t saved[TA_NLIMITS];
+	for (unsigned k = 0; k < TA_NLIMITS; k++)
+		saved[k] = atomic_load(&r->limit[k]);
+	atomic_store(&r->limit[TA_LIMIT_LOW], base + 4 * MiB);
+	atomic_store(&r->limit[TA_LIMIT_MIN], 0);
+	atomic_store(&r->limit[TA_LIMIT_HIGH], base + 40 * MiB);
+	atomic_store(&r->limit[TA_LIMIT_MAX], base + 40 * MiB);
+	atomic_store(&r->untracked, 0);
+	test_context("issue 17: without a yield, 30 MiB fit under high and max");
+	expect_true(ta_shm_charge(0, 30 * MiB, TA_LIMIT_HIGH, false));
+	ta_shm_uncharge(0, 30 * MiB);
+	test_context("a live yield of 20 MiB lowers high and max alike");
+	atomic_store(&l->tier[0].yielded, 20 * MiB);
+	atomic_store(&l->expires_ns, ta_monotonic_ns() + 60ull * 1000000000u);
+	expect_true(!ta_shm_charge(0, 30 * MiB, TA_LIMIT_HIGH, false));
+	expect_true(!ta_shm_charge(0, 30 * MiB, TA_LIMIT_MAX, false));
+	expect_true(ta_shm_charge(0, 20 * MiB, TA_LIMIT_MAX, false));
+	ta_shm_uncharge(0, 20 * MiB);
+	test_context("the enforcement's view: high and max lowered, the rest is to shed");
+	struct ta_enforce_in in;
+	ta_quota_view(&in);
+	expect_eq(in.limit[0][TA_LIMIT_HIGH], base + 20 * MiB);
+	expect_eq(in.limit[0][TA_LIMIT_MAX], base + 20 * MiB);
+	expect_eq(in.yielded[0], 20 * MiB);
+	in.observed[0] = base + 36 * MiB;
+	in.cg_charged[0] = in.my_charged[0] = base + 36 * MiB;
+	struct ta_enforce_plan plan;
+	ta_enforce_plan(&in, &plan);
+	expect_eq(plan.demote[0][1] + plan.reclaim[0], 16 * MiB);
+	test_context("a yield larger than the share stops at the tier's low share");
+	atomic_store(&l->tier[0].yielded, UINT64_MAX - 1);
+	ta_quota_view(&in);
+	expect_eq(in.limit[0][TA_LIMIT_HIGH], base + 4 * MiB);
+	expect_true(ta_shm_charge(0, 4 * MiB, TA_LIMIT_HIGH, false));
+	ta_shm_uncharge(0, 4 * MiB);
+	expect_true(!ta_shm_charge(0, 5 * MiB, TA_LIMIT_HIGH, false));
+	test_context("a loan and a yield together: the loan raises, the yield lowers");
+	atomic_store(&l->tier[0].loan, 10 * MiB);
+	atomic_store(&l->tier[0].yielded, 30 * MiB);
+	ta_quota_view(&in);
+	expect_eq(in.limit[0][TA_LIMIT_HIGH], base + 20 * MiB);
+	test_context("an expired yield counts for nothing");
+	atomic_store(&l->expires_ns, ta_monotonic_ns() - 1);
+	expect_true(ta_shm_charge(0, 30 * MiB, TA_LIMIT_HIGH, false));
+	ta_shm_uncharge(0, 30 * MiB);
+	ta_quota_view(&in);
+	expect_eq(in.limit[0][TA_LIMIT_HIGH], base + 40 * MiB);
+	expect_eq(in.yielded[0], 0);
+	atomic_store(&l->tier[0].loan, 0);
+	atomic_store(&l->tier[0].yielded, 0);
+	atomic_store(&l->expires_ns, 0);
+	for (unsigned k = 0; k < TA_NLIMITS; k++)
+		atomic_store(&r->limit[k], saved[k]);
+	test_context("%s", "");
+}
+
 int main(int argc, char **argv)
 {
 	snprintf(shm_name_var, sizeof(shm_name_var), "TIERALLOC_SHM_NAME=/ta-unit-lend-%d",
@@ -303,6 +458,7 @@ int main(int argc, char **argv)
 	test_priority();
 	test_proportional();
 	test_exited();
+	test_yield();
 	char path[128];
 	snprintf(path, sizeof(path), "/dev/shm%s", strchr(shm_name_var, '=') + 1);
 	if (!atomic_load(&ta_shm.active)) {
@@ -312,6 +468,7 @@ int main(int argc, char **argv)
 	test_block_bounds();
 	test_priority_recorded();
 	test_loan_steers();
+	test_yield_steers();
 	unlink(path);
 	return test_done();
 }
