@@ -27,6 +27,14 @@
 #   lending.expiry     6(c): C holds 50 MiB, D borrows as B did; the agent is killed with SIGKILL:
 #                      D's loan lapses (2 s), its enforcement demotes the excess and D's node 0
 #                      comes back within its share (within 24 MiB) by itself; nothing lost.
+#   lending.yield      issue 17, the priority policy's tier side: a new agent with
+#                      --reclaim-for-priority and without --lend; two containers (memory.max 600M,
+#                      shares of 200M, no memory.low): Y (TIERALLOC_PRIORITY=0) fills its share
+#                      of node 0, then P (TIERALLOC_PRIORITY=10) grows by 350 MiB and is steered
+#                      away: Y yields (its segment says so), its node 0 falls by 64 MiB or more
+#                      and its node 1 rises by as much (demoted, not reclaimed), P ends with
+#                      more than its share plus 64 MiB on node 0; once P quits, Y's yield ends;
+#                      nothing lost.
 # Every wait is for an outcome, GUARD_S at most (lib.sh); times are printed, not judged.
 B=$1
 # shellcheck source=tests/guest/lib.sh
@@ -274,4 +282,76 @@ else
 fi
 work_quit c
 work_quit d
+
+# ------------------------------------------------------------- lending.yield
+"$AGENT" --reclaim-for-priority --interval 0.25 --rescan 0.5 --print >$W/agent-yield.out \
+	2>$W/agent-yield.err &
+agent=$!
+until_true grep -q "^tierallocd: attached" $W/agent-yield.out
+cg_new ta-ly 600M
+ly=$cg
+cg_new ta-lp 600M
+lp=$cg
+YSHARE=$((200 * M))
+YMOVE=$((64 * M))
+work_start y 5 "$ly" 190M 1M 0 "$SPLIT" TIERALLOC_PRIORITY=0
+work_start p 6 "$lp" 20M 1M 0 "$SPLIT" TIERALLOC_PRIORITY=10
+# n1 CGROUP: its bytes on node 1 (anon and file).
+n1() {
+	awk '/^(anon|file) /{for(i=2;i<=NF;i++) if ($i ~ /^N1=/) {sub("N1=","",$i); s+=$i}}
+	     END {print s+0}' "$1/memory.numa_stat"
+}
+y_n0=$(n0 "$ly")
+y_n1=$(n1 "$ly")
+t0=$(now_cs)
+work_cmd p "grow 350M 5"
+gp=$REPLY
+# The outcome: Y demoted for P and P placed on node 0 what Y gave.
+yielded() {
+	[ "$(n0 "$ly")" -le $((y_n0 - YMOVE)) ] && [ "$(n1 "$ly")" -ge $((y_n1 + YMOVE)) ] &&
+		[ "$(n0 "$lp")" -gt $((YSHARE + YMOVE)) ]
+}
+until_true yielded
+took=$(($(now_cs) - t0))
+y_given=$(lend0 "$ly" yielded)
+p_loan=$(loan_of "$lp")
+ya_n0=$(n0 "$ly")
+ya_n1=$(n1 "$ly")
+p_n0=$(n0 "$lp")
+work_cmd y verify
+vy=$REPLY
+work_cmd p verify
+vp=$REPLY
+echo "   yield: $(secs "$took") s after P grew ($gp): Y node0 $(mib "$y_n0") -> $(mib "$ya_n0")," \
+	"node1 $(mib "$y_n1") -> $(mib "$ya_n1"), yielded $(mib "${y_given:-0}"); P node0" \
+	"$(mib "$p_n0"), loan $(mib "${p_loan:-0}") ($vy; $vp)"
+echo "   agent: $(grep -m 1 'yielded [1-9]' $W/agent-yield.out)"
+ok=1
+if [ "$y_n0" -lt $((YSHARE - TOL)) ]; then
+	fail lending.yield "Y never filled its share of node 0: $(mib "$y_n0")"
+	ok=0
+elif ! yielded; then
+	fail lending.yield "Y node0 $(mib "$ya_n0") node1 $(mib "$ya_n1"), P node0 $(mib "$p_n0")"
+	ok=0
+elif [ "${y_given:-0}" -le 0 ] || [ "${p_loan:-0}" -le 0 ]; then
+	fail lending.yield "the segments show no yield ($y_given) or no loan ($p_loan)"
+	ok=0
+elif [ "$(kv "$gp" failed)" != 0 ]; then
+	fail lending.yield "P's allocations failed: $gp"
+	ok=0
+elif [ "$(kv "$vy" bad)" != 0 ] || [ "$(kv "$vp" bad)" != 0 ]; then
+	fail lending.yield "memory lost: $vy; $vp"
+	ok=0
+fi
+work_quit p
+yield_over() { [ "$(lend0 "$ly" yielded)" = 0 ]; }
+if [ $ok = 1 ] && ! until_true yield_over; then
+	fail lending.yield "Y still yields $(mib "$(lend0 "$ly" yielded)") after P quit"
+elif [ $ok = 1 ]; then
+	echo "   yield: ended $(secs "$took_cs") s after P quit"
+	pass lending.yield
+fi
+work_quit y
+kill "$agent"
+wait "$agent" 2>/dev/null
 exit $failed
