@@ -578,6 +578,15 @@ static void lend_dirs_remove(const char *const *names, unsigned n)
 	rmdir(node_dir);
 }
 
+/* Slot 3's start time, which forge_lender sets to this process's: 1 makes it a dead process. */
+static void slot3_start(const char *name, uint64_t start_time)
+{
+	poke64(name,
+	       TA_SHM_SLOTS_OFF + 3 * sizeof(struct ta_shm_slot) +
+		   offsetof(struct ta_shm_slot, start_time),
+	       start_time);
+}
+
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;
@@ -703,10 +712,7 @@ static void test_lend_round(void)
 	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 36 * MiB);
 
 	test_context("lend round 5: B exits: its loan returns at once");
-	poke64(b,
-	       TA_SHM_SLOTS_OFF + 3 * sizeof(struct ta_shm_slot) +
-		   offsetof(struct ta_shm_slot, start_time),
-	       1);
+	slot3_start(b, 1);
 	ta_agent_segments_lend(set, &cfg, false);
 	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
 	expect_eq(atomic_load(&lend_of(a)->tier[0].lent), 0);
@@ -812,19 +818,13 @@ static void test_yield_round(void)
 	free(text);
 
 	test_context("yield round 4: H exits: L's yield ends");
-	poke64(h,
-	       TA_SHM_SLOTS_OFF + 3 * sizeof(struct ta_shm_slot) +
-		   offsetof(struct ta_shm_slot, start_time),
-	       1);
+	slot3_start(h, 1);
 	ta_agent_segments_lend(set, &cfg, false);
 	expect_eq(atomic_load(&lend_of(l)->tier[0].yielded), 0);
 	expect_eq(atomic_load(&lend_of(h)->tier[0].loan), 0);
 
 	test_context("yield: --lend alone asks no yield");
-	poke64(h,
-	       TA_SHM_SLOTS_OFF + 3 * sizeof(struct ta_shm_slot) +
-		   offsetof(struct ta_shm_slot, start_time),
-	       ta_proc_start_time(getpid()));
+	slot3_start(h, ta_proc_start_time(getpid()));
 	poke64(h, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 9);
 	cfg.flags = TA_LEND_IDLE;
 	ta_agent_segments_lend(set, &cfg, false);
