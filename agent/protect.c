@@ -7,7 +7,8 @@
  * rate of memory.current, decides what that usage is:
  * - growth is followed at once (a write whenever the usage eats half the headroom);
  * - a fall at or above cfg->fall_rate is stealing: the peak is held (protection stays where the
- *   working set was, so that it comes back under protection) for cfg->hold_ns;
+ *   working set was, so that it comes back under protection) for cfg->hold_ns; so is any fall
+ *   while the kernel tells of reclaim taking the victim's pages (ta_protect_stolen, BPF);
  * - otherwise a smaller usage is the victim's own doing: the gap halves every cfg->decay_ns, and
  *   memory.low follows it down in steps of at least cfg->step.
  * The request never goes below the memory.low found (the administrator's) nor above the cap.
@@ -41,6 +42,14 @@ void ta_protect_init(struct ta_protect_state *s, uint64_t original)
 static uint64_t headroom(const struct ta_protect_cfg *cfg, uint64_t usage)
 {
 	return max64(cfg->headroom_min, usage >> cfg->headroom_shift);
+}
+
+void ta_protect_stolen(const struct ta_protect_cfg *cfg, struct ta_protect_state *s,
+		       uint64_t now_ns)
+{
+	s->steals++;
+	if (now_ns + cfg->hold_ns > s->hold_until_ns)
+		s->hold_until_ns = now_ns + cfg->hold_ns;
 }
 
 enum ta_protect_why ta_protect_sample(const struct ta_protect_cfg *cfg, struct ta_protect_state *s,

@@ -42,6 +42,7 @@ struct ta_protect_state {
 	uint64_t decayed_ns;	/* when the gap last halved */
 	/* Counters. */
 	uint64_t samples, falls, capped, writes[TA_PROTECT_NWHY];
+	uint64_t steals; /* times the kernel said reclaim took its pages (ta_protect_stolen) */
 };
 
 /* A fresh state for a victim whose memory.low is `original` now. */
@@ -54,6 +55,12 @@ void ta_protect_init(struct ta_protect_state *s, uint64_t original);
 enum ta_protect_why ta_protect_sample(const struct ta_protect_cfg *cfg, struct ta_protect_state *s,
 				      uint64_t usage, uint64_t cap, uint64_t now_ns,
 				      uint64_t *value);
+
+/* The kernel saw reclaim take pages from the victim's own lists at now_ns (the BPF source,
+ * steals.c): stealing, whatever the rate of the fall, so the peak is held as after a fast fall.
+ * A slow steal would otherwise pass for the victim's own shrinking and the protection decay. */
+void ta_protect_stolen(const struct ta_protect_cfg *cfg, struct ta_protect_state *s,
+		       uint64_t now_ns);
 
 /* The most a child may claim within its parent's budget: the parent's protection (the larger of
  * its memory.low and memory.min; UINT64_MAX for the root cgroup, which has neither, or "max")

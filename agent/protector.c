@@ -59,12 +59,16 @@ struct victim {
 	struct ta_protect_state st;
 	uint64_t events, errors;
 	uint64_t usage, last_write_ns; /* the last sample; the last write (0: none) */
+	bool watched;		       /* the BPF source counts its pages */
+	uint64_t stolen;	       /* pages the BPF source saw reclaimed from it */
 };
 
 /* What ta_protector_status() shows, copied from the thread's victims after each round. */
 struct snapshot {
 	uint64_t written, original, usage, cap, last_write_ns;
 	uint64_t samples, events, falls, grows, decays, capped, errors;
+	bool watched;
+	uint64_t stolen, steals;
 };
 
 struct ta_protector {
@@ -78,6 +82,8 @@ struct ta_protector {
 	pid_t keeper;
 	pthread_t thread;
 	bool started, print;
+	struct ta_steals *steals; /* NULL: none */
+	uint64_t steal_wakes;	  /* samples the BPF source's alerts brought forward */
 	pthread_mutex_t snap_lock;
 	struct snapshot snap[TA_PROTECT_MAX];
 };
@@ -262,6 +268,14 @@ static void sample(struct ta_protector *p, unsigned i, uint64_t now)
 		v->errors++;
 		return;
 	}
+	/* Reclaim took its pages since the last sample, as the kernel counted them. */
+	if (v->watched) {
+		uint64_t stolen = ta_steals_pages(p->steals, v->ino);
+		if (stolen > v->stolen) {
+			v->stolen = stolen;
+			ta_protect_stolen(&p->cfg, &v->st, now);
+		}
+	}
 	v->usage = usage;
 	uint64_t before = v->st.written;
 	enum ta_protect_why why = ta_protect_sample(&p->cfg, &v->st, usage, v->cap, now, &value);
@@ -302,20 +316,24 @@ static void snapshot_take(struct ta_protector *p)
 						.grows = v->st.writes[TA_PROTECT_GROW],
 						.decays = v->st.writes[TA_PROTECT_DECAY],
 						.capped = v->st.capped,
-						.errors = v->errors };
+						.errors = v->errors,
+						.watched = v->watched,
+						.stolen = v->stolen,
+						.steals = v->st.steals };
 	}
 	pthread_mutex_unlock(&p->snap_lock);
 }
 
-/* Sample every interval, and early when the parent's memory.events changes: its limit was hit,
- * reclaim is starting. The kernel notifies at most every 10 ms, which under steady pressure
- * would be a sample per notification; the events are watched only from half an interval after
- * the last sample, so that the samples stay at most twice the timer's rate. */
+/* Sample every interval, and early when the parent's memory.events changes (its limit was hit,
+ * reclaim is starting) or the BPF source tells of reclaim taking a victim's pages. The kernel
+ * notifies at most every 10 ms, and the BPF source every millisecond, which under steady
+ * pressure would be a sample per notification; both are watched only from half an interval
+ * after the last sample, so that the samples stay at most twice the timer's rate. */
 static void *run(void *arg)
 {
 	struct ta_protector *p = arg;
-	struct pollfd fds[1 + TA_PROTECT_MAX];
-	unsigned owner[1 + TA_PROTECT_MAX];
+	struct pollfd fds[2 + TA_PROTECT_MAX];
+	unsigned owner[2 + TA_PROTECT_MAX];
 	uint64_t last = 0, half = p->interval_ns / 2;
 	for (;;) {
 		uint64_t since = now_ns() - last;
@@ -331,11 +349,23 @@ static void *run(void *arg)
 				fds[nfds++] =
 				    (struct pollfd){ .fd = p->v[i].fd_events, .events = POLLPRI };
 			}
+		nfds_t steals_at = nfds;
+		if (watch && p->steals != NULL)
+			fds[nfds++] =
+			    (struct pollfd){ .fd = ta_steals_fd(p->steals), .events = POLLIN };
 		int ready = poll(fds, nfds, (int)((wait_ns + 999999) / 1000000));
 		if (ready > 0 && fds[0].revents != 0)
 			return NULL;
 		bool event = false;
-		for (nfds_t k = 1; ready > 0 && k < nfds; k++)
+		if (ready > 0 && steals_at < nfds && (fds[steals_at].revents & POLLIN)) {
+			/* The alert names the cgroup; the counts, read at the sample, say which
+			 * victims lost pages. */
+			if (ta_steals_drain(p->steals) > 0) {
+				event = true;
+				p->steal_wakes++;
+			}
+		}
+		for (nfds_t k = 1; ready > 0 && k < steals_at; k++)
 			if (fds[k].revents & (POLLPRI | POLLERR)) {
 				char buf[512];
 				/* Read to re-arm the notification. */
@@ -430,6 +460,7 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 	p->interval_ns = o->interval_ms * 1000000u;
 	p->expiry_ns = o->expiry_ms * 1000000u;
 	p->print = o->print;
+	p->steals = o->steals;
 	p->stop_pipe[0] = p->stop_pipe[1] = p->keeper_pipe = -1;
 	p->keeper = -1;
 	pthread_mutex_init(&p->snap_lock, NULL);
@@ -466,6 +497,17 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 		state_write(v, orig, v->st.written);
 		v->cap = parent_cap(v);
 		v->cap_ns = now;
+		if (p->steals != NULL) {
+			int rc = ta_steals_watch(p->steals, v->ino);
+			v->watched = rc == 0;
+			if (rc != 0)
+				printf("tierallocd: protect %s: reclaim of its pages not watched "
+				       "(%s): "
+				       "stealing is seen from its usage's fall alone\n",
+				       v->path, strerror(-rc));
+			else
+				v->stolen = ta_steals_pages(p->steals, v->ino);
+		}
 	}
 	snapshot_take(p);
 	int kp[2];
@@ -494,11 +536,12 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 	p->started = true;
 	for (unsigned i = 0; i < n; i++)
 		printf("tierallocd: protecting %s (memory.low %" PRIu64 " now, the floor %" PRIu64
-		       "; cap %s; woken by %s every %" PRIu64 " ms; lease %" PRIu64
+		       "; cap %s; woken by %s%s every %" PRIu64 " ms; lease %" PRIu64
 		       " ms, keeper pid %d)\n",
 		       p->v[i].path, p->v[i].st.written, p->v[i].st.original,
 		       p->v[i].cap == UINT64_MAX ? "none (the parent is the root)" : "the parent's",
-		       p->v[i].fd_events >= 0 ? "the parent's memory.events and" : "a timer",
+		       p->v[i].fd_events >= 0 ? "the parent's memory.events and " : "",
+		       p->v[i].watched ? "reclaim of its pages (BPF) and a timer" : "a timer",
 		       o->interval_ms, o->expiry_ms, (int)p->keeper);
 	fflush(stdout);
 	return p;
@@ -514,10 +557,15 @@ void ta_protector_report(const struct ta_protector *p, FILE *f)
 		fprintf(f,
 			"tierallocd: protect %s: samples=%" PRIu64 " events=%" PRIu64
 			" falls=%" PRIu64 " grow=%" PRIu64 " decay=%" PRIu64 " capped=%" PRIu64
-			" errors=%" PRIu64 " memory.low=%" PRIu64 "\n",
+			" errors=%" PRIu64 " memory.low=%" PRIu64,
 			v->path, v->st.samples, v->events, v->st.falls,
 			v->st.writes[TA_PROTECT_GROW], v->st.writes[TA_PROTECT_DECAY], v->st.capped,
 			v->errors, v->st.written);
+		if (v->watched)
+			fprintf(f,
+				" stolen_pages=%" PRIu64 " steals=%" PRIu64 " bpf_wakes=%" PRIu64,
+				v->stolen, v->st.steals, p->steal_wakes);
+		fputc('\n', f);
 	}
 }
 
@@ -542,6 +590,8 @@ int ta_protector_status(struct ta_protector *p, FILE *f)
 			    " last_write_s=%s",
 			    s->written, s->original, s->usage, cap, s->samples, s->events, s->falls,
 			    s->grows, s->decays, s->capped, s->errors, ago) < 0 ||
+		    (s->watched && fprintf(f, " stolen_pages=%" PRIu64 " steals=%" PRIu64,
+					   s->stolen, s->steals) < 0) ||
 		    ta_status_path(f, "path", p->v[i].path) != 0 || fputc('\n', f) < 0)
 			rc = -1;
 	}
@@ -574,6 +624,13 @@ int ta_protector_metrics(struct ta_protector *p, FILE *f)
 		  "Requests cut to what the parent affords.", offsetof(struct snapshot, capped) },
 		{ "tieralloc_agent_protect_errors_total", "counter",
 		  "Reads or writes of its files that failed.", offsetof(struct snapshot, errors) },
+		{ "tieralloc_agent_protect_stolen_pages_total", "counter",
+		  "Pages reclaim took from the cgroup's own LRU lists, as the kernel counted them "
+		  "(BPF on shrink_lruvec; 0 where it cannot attach).",
+		  offsetof(struct snapshot, stolen) },
+		{ "tieralloc_agent_protect_steals_total", "counter",
+		  "Samples that found pages stolen since the last (BPF).",
+		  offsetof(struct snapshot, steals) },
 	};
 	int rc = 0;
 	pthread_mutex_lock(&p->snap_lock);

@@ -9,12 +9,17 @@
 
 #include "protect.h"
 #include "status.h"
+#include "steals.h"
 
 struct ta_protector_opts {
 	uint64_t interval_ms;  /* sample at least this often */
 	uint64_t expiry_ms;    /* a request not renewed for this long is undone */
 	const char *state_dir; /* where the originals are kept while raised */
 	bool print;
+	/* The kernel's word on reclaim taking the victims' pages (BPF), or NULL: then stealing
+	 * is seen from memory.current's fall alone. The protector watches its victims with it;
+	 * the caller closes it after ta_protector_stop(). */
+	struct ta_steals *steals;
 };
 
 struct ta_protector;

@@ -35,10 +35,10 @@
  * refaults, or growth about to fill its parent) has its lower-priority siblings capped and
  * reclaimed, never below their memory.low/min (agent/pressure.c decides, agent/reclaim.c acts);
  * one steered away from the fast tier has lower priorities yield it their fast-tier shares, which
- * their enforcement demotes (agent/lend.c, in the lending round). With --protect it keeps each named cgroup's memory.low at its
- * usage plus headroom while reclaim may steal from it (issue 17, seed 004: agent/protect.c decides,
- * agent/protector.c runs it in a thread and a lease keeper process undoes requests that are no
- * longer renewed).
+ * their enforcement demotes (agent/lend.c, in the lending round). With --protect it keeps each
+ * named cgroup's memory.low at its usage plus headroom while reclaim may steal from it (issue 17,
+ * seed 004: agent/protect.c decides, agent/protector.c runs it in a thread and a lease keeper
+ * process undoes requests that are no longer renewed).
  *
  * main() is parse (getopt_long), load_attach, run and cleanup, the one way out.
  *
@@ -69,6 +69,7 @@
 #include "cgctl.h"
 #include "protector.h"
 #include "status.h"
+#include "steals.h"
 #include "migrations.skel.h"
 #include "migrations.h"
 
@@ -647,6 +648,7 @@ struct agent {
 	bool status_failed;		/* the same, for the status file */
 	bool status_written;		/* removed at the end */
 	struct ta_protector *protector; /* --protect */
+	struct ta_steals *steals;	/* --protect's view of reclaim, when it attached */
 };
 
 /* The metrics' text (ta_metrics_body): the segments as they are now. */
@@ -774,11 +776,18 @@ static int load_attach(const struct options *o, struct agent *ag)
 	}
 	if (o->nprotect > 0) {
 		char err[PATH_MAX + 200];
+		/* Not fatal: the policy sees stealing from memory.current's fall without it. */
+		ag->steals = ta_steals_open(o->btf, err, sizeof(err));
+		if (ag->steals == NULL)
+			printf("tierallocd: protect: no BPF view of reclaim (%s): stealing is seen "
+			       "from the victims' usage alone\n",
+			       err);
 		struct ta_protector_opts po = { .interval_ms = o->protect_interval_ms,
 						.expiry_ms =
 						    (uint64_t)(o->protect_expiry * 1000 + 0.5),
 						.state_dir = "/run/tierallocd",
-						.print = o->print };
+						.print = o->print,
+						.steals = ag->steals };
 		ag->protector = ta_protector_start(o->protect, o->nprotect, &po, err, sizeof(err));
 		if (ag->protector == NULL) {
 			fprintf(stderr, "tierallocd: %s\n", err);
@@ -958,6 +967,7 @@ static void cleanup(const struct options *o, struct agent *ag)
 	if (ag->status_written)
 		unlink(o->status);
 	ta_protector_stop(ag->protector);
+	ta_steals_close(ag->steals);
 	ta_damon_stop(ag->damon);
 	ta_reclaim_free(ag->reclaim);
 	ta_metrics_free(ag->metrics);

@@ -20,6 +20,11 @@
 #   protect.restart   agent and keeper both SIGKILLed leave memory.low raised; the next agent
 #                     takes the original from the state file as the floor, and restores it when
 #                     stopped (SIGTERM).
+#   protect.steals_seen  the BPF view of reclaim (bpf/steals.bpf.c): with T's memory.low at 0
+#                     (T affords A no protection), the agent running and bursts in C until
+#                     one steals from A (3 at most), the pages the agent counted as taken from
+#                     A (its stop report's stolen_pages) are within a quarter (and 64 pages)
+#                     of A's pgsteal over the same time, and more than 0.
 #   protect.nothing_lost  the victim read back every page right, the burst its memory, and T had
 #                     no OOM kill.
 B=$1
@@ -155,6 +160,32 @@ else
 	pass protect.restart
 fi
 grep '^tierallocd: protect .*samples=' "$W/agent-3.out"
+
+echo 0 >$T/memory.low
+agent_start 4
+s0=$(stolen)
+for try in 1 2 3; do
+	burst seen-$try
+	[ "$burst_stolen" -gt 0 ] && break
+done
+kill -TERM $agent
+wait $agent
+lost=$(($(stolen) - s0))
+echo 64M >$T/memory.low
+seen=$(sed -n 's/^tierallocd: protect .* stolen_pages=\([0-9]*\).*/\1/p' "$W/agent-4.out")
+echo "   unprotected ($try bursts): A lost $lost pages (pgsteal), the agent saw ${seen:-none}:" \
+	"$(grep -m 1 'BPF\|no BPF view' "$W/agent-4.out")"
+off_by=$((${seen:-0} - lost))
+[ "$off_by" -lt 0 ] && off_by=$((-off_by))
+if [ -z "$seen" ]; then
+	fail protect.steals_seen "no BPF count in the agent's report: $(head -3 "$W/agent-4.out")"
+elif [ "$lost" -le 0 ]; then
+	fail protect.steals_seen "$try bursts stole nothing from A: nothing to count"
+elif [ "$seen" -le 0 ] || [ $((4 * off_by)) -gt $((lost + 256)) ]; then
+	fail protect.steals_seen "the agent saw $seen pages taken, pgsteal says $lost"
+else
+	pass protect.steals_seen
+fi
 
 scen_stop $W
 ooms=$(sed -n 's/^oom_kill //p' $T/memory.events)

@@ -2,7 +2,8 @@
 /*
  * Policy 2's decision (agent/protect.c, tierallocd --protect) on fixtures: memory.low follows
  * the victim's usage with headroom from the first sample, growth is followed, a fast fall
- * (stealing) holds the protection where the working set was, a slow one decays it in steps, the
+ * (stealing) holds the protection where the working set was, and so does any fall while the
+ * kernel (BPF) tells of reclaim taking its pages; a slow one decays it in steps, the
  * administrator's memory.low is a floor and the parent's budget a ceiling; the cap's and the
  * parser's arithmetic. The guest's end-to-end part is tests/guest/protect.sh.
  */
@@ -66,6 +67,31 @@ static void test_fall_holds(void)
 	sample(&s, 32 * MiB, NONE, NOW);
 	sample(&s, 32 * MiB - 4096, NONE, NOW + 5 * MS);
 	expect_eq(s.falls, 0);
+	test_context("%s", "");
+}
+
+static void test_stolen_holds(void)
+{
+	struct ta_protect_state s;
+	ta_protect_init(&s, 0);
+	sample(&s, 64 * MiB, NONE, NOW);
+	test_context("a slow shrink the kernel says was reclaim's doing (BPF): held, not decayed");
+	/* The same 0.8 MiB/s as test_decays, each second with pages stolen: no decay write. */
+	uint64_t t = NOW;
+	for (unsigned i = 1; i <= 40; i++) {
+		t += 1000 * MS;
+		ta_protect_stolen(cfg, &s, t);
+		expect_eq(sample(&s, 64 * MiB - i * 819 * 1024, NONE, t), NONE);
+	}
+	expect_eq(s.falls, 0);
+	expect_eq(s.steals, 40);
+	expect_eq(s.writes[TA_PROTECT_DECAY], 0);
+	expect_eq(s.peak, 64 * MiB);
+	test_context("once the stealing stops, the hold runs out and the gap decays");
+	for (unsigned i = 0; i < 20; i++)
+		sample(&s, 32 * MiB, NONE, t += 1000 * MS);
+	expect_gt(s.writes[TA_PROTECT_DECAY], 0);
+	expect_lt(s.peak, 40 * MiB);
 	test_context("%s", "");
 }
 
@@ -151,6 +177,7 @@ int main(void)
 	test_follows_usage();
 	test_fall_holds();
 	test_decays();
+	test_stolen_holds();
 	test_floor_and_cap();
 	test_cap_and_parse();
 	return test_done();
