@@ -587,6 +587,19 @@ static void slot3_start(const char *name, uint64_t start_time)
 	       start_time);
 }
 
+/* The agent's metrics of the set, as text (free it), or NULL. */
+static char *metrics_of(struct ta_agent_segments *set)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&text, &len);
+	if (m == NULL)
+		return NULL;
+	expect_eq(ta_agent_segments_metrics(set, m), 0);
+	fclose(m);
+	return text;
+}
+
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;
@@ -732,11 +745,7 @@ static void test_lend_round(void)
 	ta_agent_segments_free(set2);
 
 	test_context("lend: the metrics count what was lent and taken back");
-	char *text = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&text, &len);
-	expect_eq(ta_agent_segments_metrics(set, m), 0);
-	fclose(m);
+	char *text = metrics_of(set);
 	char want[128];
 	snprintf(want, sizeof(want), "tieralloc_agent_lend_granted_bytes_total %llu\n",
 		 (unsigned long long)(186 * MiB + 36 * MiB));
@@ -805,11 +814,7 @@ static void test_yield_round(void)
 	expect_eq(alarm_of(l), alarm + 1);
 
 	test_context("yield: the metrics show it");
-	char *text = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&text, &len);
-	expect_eq(ta_agent_segments_metrics(set, m), 0);
-	fclose(m);
+	char *text = metrics_of(set);
 	char want[128];
 	snprintf(want, sizeof(want), "tieralloc_agent_yielded_bytes %llu\n",
 		 (unsigned long long)(44 * MiB));
