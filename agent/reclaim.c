@@ -149,8 +149,7 @@ static int write_high(const char *path, uint64_t v)
 }
 
 /* A cap's memory.high write (r->lock held, dropped around it), leased before it is written. */
-static int cap_write(struct ta_reclaim *r, const struct job *j, uint64_t *done, int *err,
-		     bool *dropped)
+static int cap_write(struct ta_reclaim *r, const struct job *j, int *err, bool *dropped)
 {
 	uint64_t v = j->cap_to == UINT64_MAX ? j->high_orig : j->cap_to;
 	bool lift = j->cap_to == UINT64_MAX;
@@ -186,8 +185,6 @@ static int cap_write(struct ta_reclaim *r, const struct job *j, uint64_t *done, 
 		e->caps += v < j->from && !lift;
 		e->lifts += lift;
 	}
-	uint64_t at = j->from < j->before ? j->from : j->before;
-	*done = v < at ? at - v : 0;
 	return 0;
 }
 
@@ -219,7 +216,7 @@ static void *work(void *arg)
 		uint64_t t0 = mono_ns(), done = 0;
 		int err = 0;
 		bool dropped = false;
-		int rc = j.cap ? cap_write(r, &j, &done, &err, &dropped)
+		int rc = j.cap ? cap_write(r, &j, &err, &dropped)
 			       : reclaim_chunks(r, &j, &done, &err, &dropped);
 		pthread_mutex_unlock(&r->lock);
 		uint64_t took = mono_ns() - t0;
