@@ -549,6 +549,12 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 			r->said_no_reclaim = true;
 			continue;
 		}
+		/* Capped at or below what the plan wants already: the kernel holds it there on its
+		 * own faults. memory.reclaim on top would not heed its memory.low (the cgroup is
+		 * that reclaim's root) and, with the cap's reclaim, can take it under its floor
+		 * (guest pressure.floor on 6.12: 49M under a memory.low of 64M). */
+		if (pc.cap && c->cap != UINT64_MAX && c->cap_to == c->cap)
+			continue;
 		uint64_t floor = c->now.low > c->now.min ? c->now.low : c->now.min;
 		/* One write at a time per victim: the next round asks again if it must. */
 		if (e->queued || r->njobs == TA_PRESS_MAX)
