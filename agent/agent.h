@@ -65,8 +65,9 @@ void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64
 		  unsigned flags);
 
 /* ---- pressure.c: reclaim for priority (--reclaim-for-priority, seed 001), pure ---- */
-#define TA_PRESS_MAX	    256		  /* cgroups in one plan */
-#define TA_PRESS_CAP_MARGIN (16ull << 20) /* a cap's distance above a floor (pressure.c) */
+#define TA_PRESS_MAX	     256	   /* cgroups in one plan */
+#define TA_PRESS_CAP_MARGIN  (16ull << 20) /* a cap's distance above a floor (pressure.c) */
+#define TA_PRESS_CAP_DESCENT (4ull << 20)  /* a cap lowered at most this much a write */
 /* What one cgroup's control files said at one round; cumulative counters except current, low
  * and min. */
 struct ta_press_sample {
@@ -124,6 +125,10 @@ struct ta_press_config {
  * max(low, min); with caps, what each cap becomes. Returns the number of cgroups to reclaim
  * from. */
 unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press_config *cfg);
+/* The memory.high to write next on the way to cap, the value in force being held and the
+ * cgroup's usage usage: cap itself once it is within TA_PRESS_CAP_DESCENT below the lesser of
+ * the two (or above them), otherwise that lesser less TA_PRESS_CAP_DESCENT (pressure.c). */
+uint64_t ta_press_cap_next(uint64_t held, uint64_t usage, uint64_t cap);
 
 /* ---- reclaim.c: --reclaim-for-priority, the agent's side ---- */
 struct ta_agent_priority;

@@ -50,6 +50,12 @@
  *   capped job while a higher priority is pressured: seed 001's pressured job reads a file as
  *   large as its parent over and over, and a least cap of 4 MiB left it missing on every page
  *   (a cyclic scan larger than memory, LRU's worst case): 0.96x with it, 3.94x without.
+ * - A cap goes down TA_PRESS_CAP_DESCENT a write below the usage (ta_press_cap_next). Each
+ *   memory.high write reclaims the whole gap in one call, and Linux 6.12's multi-gen LRU does
+ *   not end a cgroup's reclaim at its target (it finishes each scan, for fairness between
+ *   cgroups): memory.high lowered from 160 to 80 MiB at once left the cgroup at 31-55 MiB in
+ *   the 6.12 guest, under its memory.low of 64 MiB, which that reclaim does not heed. Written
+ *   4 MiB at a time, the overshoot is a part of 4 MiB, well inside the margin.
  */
 #include "agent.h"
 
@@ -203,4 +209,12 @@ unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press
 	for (unsigned i = 0; i < n; i++)
 		cg[i].cap_to = cfg->cap ? cap_of(cg, n, i, cfg) : cg[i].cap;
 	return victims;
+}
+
+uint64_t ta_press_cap_next(uint64_t held, uint64_t usage, uint64_t cap)
+{
+	uint64_t from = held < usage ? held : usage;
+	if (from <= cap || from - cap <= TA_PRESS_CAP_DESCENT)
+		return cap; /* a cap that rises, is lifted, or is near */
+	return from - TA_PRESS_CAP_DESCENT;
 }

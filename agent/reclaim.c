@@ -148,44 +148,64 @@ static int write_high(const char *path, uint64_t v)
 	return ta_cgctl_write(path, "memory.high", value);
 }
 
-/* A cap's memory.high write (r->lock held, dropped around it), leased before it is written. */
-static int cap_write(struct ta_reclaim *r, const struct job *j, int *err, bool *dropped)
+/* A cap's memory.high writes (r->lock held, dropped around each), each leased before it is
+ * written: down to the cap TA_PRESS_CAP_DESCENT at a time below the usage (pressure.c says
+ * why), in one write when it rises or is lifted. A descent stops between writes when the agent
+ * stops or a round no longer asks for it; *reached is the value last written (j->from: none). */
+static int cap_write(struct ta_reclaim *r, const struct job *j, uint64_t *reached, unsigned *writes,
+		     int *err, bool *dropped)
 {
-	uint64_t v = j->cap_to == UINT64_MAX ? j->high_orig : j->cap_to;
+	uint64_t cap = j->cap_to == UINT64_MAX ? j->high_orig : j->cap_to;
 	bool lift = j->cap_to == UINT64_MAX;
-	if (r->stopping || find(r, j->path) == NULL) {
-		*dropped = true;
-		return 0;
-	}
-	r->high_write_ns = mono_ns();
-	pthread_mutex_unlock(&r->lock);
-	int rc;
-	if (!lift && ta_lease_hold(r->lease, j->path, j->high_orig, v) != 0) {
-		rc = -1;
-		*err = ENOSPC; /* every lease held */
-	} else {
-		rc = write_high(j->path, v);
-		*err = errno;
-	}
-	pthread_mutex_lock(&r->lock);
-	r->high_write_ns = 0;
-	struct entry *e = find(r, j->path);
-	if (rc != 0) {
-		/* Not written: a lease taken for it would restore a value never there. */
-		if (!lift && (e == NULL || e->cap == UINT64_MAX))
+	int rc = 0;
+	*reached = j->from;
+	*writes = 0;
+	while (rc == 0 && (*writes == 0 || *reached != cap)) {
+		struct entry *e = find(r, j->path);
+		if (r->stopping || e == NULL || (*writes > 0 && !e->wanted)) {
+			*dropped = true;
+			break;
+		}
+		r->high_write_ns = mono_ns();
+		pthread_mutex_unlock(&r->lock);
+		char buf[32];
+		uint64_t usage = *reached;
+		if (ta_cgctl_read(j->path, "memory.current", buf, sizeof(buf)) <= 0 ||
+		    ta_cgstat_value(buf, &usage) != 0)
+			usage = *reached;
+		uint64_t v = lift ? cap : ta_press_cap_next(*reached, usage, cap);
+		if (!lift && ta_lease_hold(r->lease, j->path, j->high_orig, v) != 0) {
+			rc = -1;
+			*err = ENOSPC; /* every lease held */
+		} else {
+			rc = write_high(j->path, v);
+			*err = errno;
+		}
+		pthread_mutex_lock(&r->lock);
+		r->high_write_ns = 0;
+		e = find(r, j->path);
+		if (rc != 0) {
+			/* Not written: a lease taken for it would restore a value never there. */
+			if (!lift && (e == NULL || e->cap == UINT64_MAX))
+				ta_lease_drop(r->lease, j->path);
+			break;
+		}
+		*reached = v;
+		(*writes)++;
+		if (lift)
 			ta_lease_drop(r->lease, j->path);
-		return rc;
+		if (e != NULL) {
+			if (e->cap == UINT64_MAX && !lift)
+				e->high_orig = j->high_orig;
+			e->cap = lift ? UINT64_MAX : v;
+		}
 	}
-	if (lift)
-		ta_lease_drop(r->lease, j->path);
-	if (e != NULL) {
-		if (e->cap == UINT64_MAX && !lift)
-			e->high_orig = j->high_orig;
-		e->cap = lift ? UINT64_MAX : v;
-		e->caps += v < j->from && !lift;
+	struct entry *e = find(r, j->path);
+	if (e != NULL && *writes > 0) {
+		e->caps += *reached < j->from && !lift;
 		e->lifts += lift;
 	}
-	return 0;
+	return rc;
 }
 
 /* SIGUSR2's handler: the signal's only work is to be pending (see the header). */
@@ -213,10 +233,11 @@ static void *work(void *arg)
 		struct job j = r->jobs[r->head];
 		r->head = (r->head + 1) % TA_PRESS_MAX;
 		r->njobs--;
-		uint64_t t0 = mono_ns(), done = 0;
+		uint64_t t0 = mono_ns(), done = 0, reached = 0;
+		unsigned writes = 0;
 		int err = 0;
 		bool dropped = false;
-		int rc = j.cap ? cap_write(r, &j, &err, &dropped)
+		int rc = j.cap ? cap_write(r, &j, &reached, &writes, &err, &dropped)
 			       : reclaim_chunks(r, &j, &done, &err, &dropped);
 		pthread_mutex_unlock(&r->lock);
 		uint64_t took = mono_ns() - t0;
@@ -232,9 +253,11 @@ static void *work(void *arg)
 				 j.bytes / MiB);
 		else if (j.cap_to == UINT64_MAX)
 			snprintf(what, sizeof(what), "cap lifted");
+		else if (writes == 0)
+			snprintf(what, sizeof(what), "memory.high %s kept", from);
 		else
-			snprintf(what, sizeof(what), "memory.high %s -> %.1f MiB", from,
-				 j.cap_to / MiB);
+			snprintf(what, sizeof(what), "memory.high %s -> %.1f MiB (%u write%s)",
+				 from, reached / MiB, writes, writes == 1 ? "" : "s");
 		printf("tierallocd: reclaim: %s: %s, %.1f MiB freed in %llu ms%s%s\n", j.path, what,
 		       got / MiB, (unsigned long long)(took / 1000000), rc != 0 ? ", " : "",
 		       rc != 0	 ? strerror(err)

@@ -12,7 +12,7 @@
  *   own memory.high (down to 0 without a floor); the cap holds while a higher priority is
  *   pressured, then rises by the room beyond a step (a quarter step at least), and is lifted
  *   at its own memory.high, a step above its usage, or without a parent limit. Without caps,
- *   nothing is capped.
+ *   nothing is capped. A cap comes down TA_PRESS_CAP_DESCENT a write below the usage.
  * - cgroup v2 and v1 texts give the figures, and bad text none.
  * The guest's end-to-end part is tests/guest/pressure.sh.
  */
@@ -370,6 +370,39 @@ static void test_caps(void)
 	test_context("%s", "");
 }
 
+/* A cap comes down a descent at a time below the usage or the value in force, whichever is
+ * less, and reaches the cap once within a descent; rising and lifting are one write. */
+static void test_cap_descent(void)
+{
+	const uint64_t d = TA_PRESS_CAP_DESCENT;
+	test_context("down from the usage: uncapped (max), 160 MiB in use, cap 80 MiB");
+	uint64_t held = UINT64_MAX, usage = 160 * MiB, writes = 0;
+	while (held != 80 * MiB && writes < 100) {
+		uint64_t next = ta_press_cap_next(held, usage, 80 * MiB);
+		expect_true(next >= 80 * MiB);
+		expect_true(next + d >=
+			    (held < usage ? held : usage)); /* never more than a descent */
+		held = next;
+		usage = held; /* the write reclaimed to it */
+		writes++;
+	}
+	expect_eq(held, 80 * MiB);
+	expect_eq(writes, (160 - 80) * MiB / d);
+
+	test_context("the usage below the value in force (an overshoot): from the usage");
+	expect_eq(ta_press_cap_next(150 * MiB, 100 * MiB, 80 * MiB), 100 * MiB - d);
+	expect_eq(ta_press_cap_next(100 * MiB, 150 * MiB, 80 * MiB), 100 * MiB - d);
+	test_context("within a descent, or below: the cap itself");
+	expect_eq(ta_press_cap_next(UINT64_MAX, 80 * MiB + d, 80 * MiB), 80 * MiB);
+	expect_eq(ta_press_cap_next(UINT64_MAX, 60 * MiB, 80 * MiB), 80 * MiB);
+	expect_eq(ta_press_cap_next(82 * MiB, 200 * MiB, 80 * MiB), 80 * MiB);
+	test_context("rising or lifted: at once");
+	expect_eq(ta_press_cap_next(80 * MiB, 79 * MiB, 120 * MiB), 120 * MiB);
+	expect_eq(ta_press_cap_next(80 * MiB, 200 * MiB, UINT64_MAX), UINT64_MAX);
+	expect_eq(ta_press_cap_next(UINT64_MAX, UINT64_MAX, UINT64_MAX), UINT64_MAX);
+	test_context("%s", "");
+}
+
 static void test_parse(void)
 {
 	uint64_t v = 0;
@@ -418,6 +451,7 @@ int main(void)
 	test_signals();
 	test_victims();
 	test_caps();
+	test_cap_descent();
 	test_parse();
 	return test_done();
 }
