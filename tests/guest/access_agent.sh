@@ -64,13 +64,13 @@ if [ $damon = 0 ]; then
 	fi
 fi
 
-# Ranked: two samples taken, and with the agent's source, tier 0's hot bytes at half the working
+# Ranked: two samples taken after the hot thread started (access_base, lib.sh), and with the agent's source, tier 0's hot bytes at half the working
 # set (200 MiB).
 ranked() {
 	n0_watch
 	work_cmd "$name" access
 	s=$(kv "$REPLY" samples)
-	[ "${s:-0}" -ge "$min_samples" ] || return 1
+	[ "${s:-0}" -ge $((samples0 + 2)) ] || return 1
 	[ "$need_hot" = 0 ] || [ "$(kv "$REPLY" hot0)" -ge $((100 * M)) ]
 }
 settled() {
@@ -95,7 +95,7 @@ read_case() {
 	target=$(share0 "$seg" $((900 * M)))
 	n0_peak=0
 	t0=$(now_cs)
-	min_samples=2
+	access_base "$name"
 	need_hot=0
 	[ "$3" = kept ] && need_hot=1
 	if ! until_true ranked; then

@@ -27,9 +27,10 @@
  *   verify  "verify blocks=N bad=B": every word re-checked against its value
  *   demoted "demoted bytes=B": what this process demoted from tier 0 (tieralloc_ctl_get
  *           "tier.0.demoted", found with dlsym: the program is not linked with tieralloc)
- *   access  "access samples=N hot0=B cold0=B hot1=B cold1=B promoted0=B down0=B source=S":
- *           the access sampler's counts (ctl access.*, tier.<t>.hot/cold/promoted/
- *           exchanged_down)
+ *   access  "access samples=N hot0=B cold0=B unknown0=B hot1=B cold1=B promoted0=B down0=B
+ *           sample_ms=T period_ms=T rounds=N round_ms=T source=S": the access sampler's counts
+ *           (ctl access.*, tier.<t>.hot/cold/unknown/promoted/exchanged_down), and the hot
+ *           thread's rounds of its cycle with the last one's time
  *   grow SIZE PAUSE_MS  "grown blocks=N failed=F": SIZE more bytes in blocks of BLOCK, filled
  *           (cold), PAUSE_MS between blocks, like a program that grows while it runs
  *   quit    exit 0
@@ -38,12 +39,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../lib/size_arg.h"
@@ -65,12 +68,24 @@ static void *hot_head;
 static int hot_writes;
 static size_t hot_blocks;
 
+/* Rounds of the hot cycle completed, and how long the last one took (the 10 ms pause left out):
+ * a round slower than the access period means the sampler sees part of the set written. */
+static _Atomic uint64_t hot_rounds, hot_round_us;
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static void *hot_reader(void *arg)
 {
 	(void)arg;
 	uint64_t sum = 0;
 	volatile uint64_t *w = hot_head;
 	size_t step = 0;
+	uint64_t round_start = now_us();
 	while (!stop) {
 		for (size_t off = 512; off < block_size / 8; off += 512) {
 			sum += w[off];
@@ -79,9 +94,13 @@ static void *hot_reader(void *arg)
 		}
 		w = (volatile uint64_t *)(uintptr_t)w[0];
 		/* A writer pauses once a round of the cycle, so that it leaves the worker a CPU. */
-		if (hot_writes && ++step == hot_blocks) {
+		if (++step == hot_blocks) {
 			step = 0;
-			usleep(10000);
+			atomic_store(&hot_round_us, now_us() - round_start);
+			atomic_fetch_add(&hot_rounds, 1);
+			if (hot_writes)
+				usleep(10000);
+			round_start = now_us();
 		}
 	}
 	return (void *)(uintptr_t)sum;
@@ -180,15 +199,21 @@ static void access_counts(void)
 	for (char *c = source; *c != '\0'; c++)
 		if (*c == ' ')
 			*c = '_';
-	printf("access samples=%llu hot0=%llu cold0=%llu hot1=%llu cold1=%llu promoted0=%llu "
-	       "down0=%llu source=%s\n",
+	printf("access samples=%llu hot0=%llu cold0=%llu unknown0=%llu hot1=%llu cold1=%llu "
+	       "promoted0=%llu down0=%llu sample_ms=%llu period_ms=%llu rounds=%llu round_ms=%llu "
+	       "source=%s\n",
 	       (unsigned long long)ctl_u64(ctl_get, "access.samples"),
 	       (unsigned long long)ctl_u64(ctl_get, "tier.0.hot"),
 	       (unsigned long long)ctl_u64(ctl_get, "tier.0.cold"),
+	       (unsigned long long)ctl_u64(ctl_get, "tier.0.unknown"),
 	       (unsigned long long)ctl_u64(ctl_get, "tier.1.hot"),
 	       (unsigned long long)ctl_u64(ctl_get, "tier.1.cold"),
 	       (unsigned long long)ctl_u64(ctl_get, "tier.0.promoted"),
-	       (unsigned long long)ctl_u64(ctl_get, "tier.0.exchanged_down"), source);
+	       (unsigned long long)ctl_u64(ctl_get, "tier.0.exchanged_down"),
+	       (unsigned long long)ctl_u64(ctl_get, "access.sample_ns") / 1000000u,
+	       (unsigned long long)ctl_u64(ctl_get, "access.period_ns") / 1000000u,
+	       (unsigned long long)atomic_load(&hot_rounds),
+	       (unsigned long long)atomic_load(&hot_round_us) / 1000u, source);
 }
 
 static void verify(void)

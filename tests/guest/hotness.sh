@@ -10,8 +10,8 @@
 # kernels keep (CONFIG_MEM_SOFT_DIRTY): a kernel without it fails here, saying so.
 #
 #   hot.demote       600 MiB, the working set allocated first; memory.max 900M dropped to
-#                    750M once two access samples were taken. Node 0 comes to the new tier-0
-#                    share (+15M) and at most 10% of the working set is on node 1.
+#                    750M two access samples after the hot thread began. Node 0 comes to the
+#                    new tier-0 share (+15M) and at most 10% of the working set is on node 1.
 #   hot.demote.rev   the same with the working set allocated last (it starts on node 1, the
 #                    exchange brings it up, then the limit drops).
 #   hot.exchange     550 MiB, the working set (200 MiB) allocated last, when the share is full:
@@ -40,14 +40,6 @@ for f in "$PRELOAD" "$WORK" "$PEEK" "$STAT"; do
 done
 
 
-samples_at_least() {
-	n0_watch
-	work_cmd "$name" access
-	s=$(kv "$REPLY" samples)
-	[ "${s:-0}" -ge "$1" ]
-}
-
-
 hot_settled() {
 	n0_watch
 	[ "$(n0 "$cg")" -le $((target + SLACK)) ] || return 1
@@ -70,10 +62,11 @@ hot_case() {
 	target=$(share0 "$seg" $((900 * M)))
 	n0_peak=0
 	t0=$(now_cs)
-	# Heat means something from the second sample on (the first clear carries none).
-	if ! until_true samples_at_least 2; then
+	# Two samples after the hot thread started (access_base, lib.sh).
+	access_base "$name"
+	if ! until_true samples_after "$name" 2; then
 		work_cmd "$name" access
-		fail "$test" "no access samples after ${GUARD_S}s: $REPLY"
+		fail "$test" "not two access samples after the start in ${GUARD_S}s: $REPLY"
 		work_quit "$name"
 		rmdir "$cg"
 		return

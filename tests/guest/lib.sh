@@ -204,6 +204,23 @@ where_pm() {
 	h1=$(kv "$where" hot_n1)
 	hot1_pm=$((h1 * 1000 / (h0 + h1 + 1)))
 }
+# samples_after NAME N: the workload NAME's access sampler has taken N samples since the first
+# `access` command that gave $samples0 (set by access_base). Heat means something of the hot
+# thread only from the second sample after it started: the samples before it saw the fill, which
+# wrote every block once, and under load the period stretches to several seconds (the sampler
+# keeps within 2% of a CPU), so a sample counted from the program's start can be older than the
+# hot thread.
+access_base() {
+	work_cmd "$1" access
+	samples0=$(kv "$REPLY" samples)
+	: "${samples0:=0}"
+}
+samples_after() {
+	n0_watch
+	work_cmd "$1" access
+	s=$(kv "$REPLY" samples)
+	[ "${s:-0}" -ge $((samples0 + $2)) ]
+}
 # Node 0 of cgroup $cg watched while waiting: the highest it was, in $n0_peak.
 n0_watch() {
 	v=$(n0 "$cg")
