@@ -2,9 +2,10 @@
 /*
  * What the enforcement pass learns of the cgroup, and what it tells it, through the shared
  * segment and the cgroup's files (the pass itself, enforce.c, touches neither):
- * - the kernel's view: one process of the cgroup per period reads memory.numa_stat (v2), sums it
- *   per tier and publishes it in the segment (observed, untracked = observed - charged). Without
- *   numa_stat (cgroup v1, no cgroup) the allocator's charges stand in for the truth;
+ * - the kernel's view: one process of the cgroup per period re-reads the limits and reads
+ *   memory.numa_stat (v2), sums it per tier and publishes it in the segment (observed,
+ *   untracked = observed - charged). Without numa_stat (cgroup v1, no cgroup) the allocator's
+ *   charges stand in for the truth;
  * - the agent's alarm (tierallocd saw the kernel promote into a tier at its share) and its
  *   promotion counts;
  * - the figures the planner works from (struct ta_enforce_in);
@@ -62,8 +63,8 @@ bool ta_quota_take_alarm(void)
 	return true;
 }
 
-/* One process per period reads the cgroup's usage (or whoever took an alarm, at once); false when
- * another one has the turn. */
+/* One process per period reads the cgroup's limits and usage (or whoever took an alarm, at once);
+ * false when another one has the turn. */
 bool ta_quota_observe(bool now_please)
 {
 	struct ta_shm_header *h = ta_shm.hdr;
@@ -74,6 +75,10 @@ bool ta_quota_observe(bool now_please)
 	else if (now - last < TA_ENFORCE_PERIOD_NS ||
 		 !atomic_compare_exchange_strong(&h->observe_claim_ns, &last, now))
 		return false;
+	/* The limits with the usage: a lowered memory.max is seen within this period, not the
+	 * limits' own (a second), which was most of the time to converge after it (bench
+	 * run-converge.sh). The planner reads the same files for memory.high: no new cost. */
+	ta_shm_refresh_limits(true);
 	uint64_t obs[TA_MAX_TIERS] = { 0 };
 	uint64_t per_node[TA_CGROUP_NODES];
 	struct timespec ts;

@@ -73,6 +73,21 @@ static void test_not_in_malloc(void)
 	test_context("%s", "");
 }
 
+static void test_observe_reads_limits(void)
+{
+	test_context("the process whose turn it is to read the usage re-reads the limits with it");
+	/* Fresh limits, which the limits' own period would leave alone for a second. */
+	atomic_store(&ta_shm.hdr->limits_read_ns, mono_ns());
+	atomic_store(&ta_shm.hdr->observe_claim_ns, 0);
+	unsigned before = ta_shm_limit_reads_here();
+	expect_true(ta_quota_observe(false));
+	expect_eq(ta_shm_limit_reads_here(), before + 1);
+	test_context("... and a process whose turn it is not reads neither");
+	expect_true(!ta_quota_observe(false));
+	expect_eq(ta_shm_limit_reads_here(), before + 1);
+	test_context("%s", "");
+}
+
 /* A process joining the segment with extra (or NULL): how many times its start-up read them. */
 static int joiner_reads(char *self, const char *extra)
 {
@@ -123,6 +138,7 @@ int main(int argc, char **argv)
 	expect_ge(ta_shm_limit_reads_here(), 1);
 	test_stale_rule();
 	test_join(argv[0]);
+	test_observe_reads_limits();
 	test_not_in_malloc();
 	unlink(path);
 	return test_done();
