@@ -3,8 +3,9 @@
  * Enforcement when a quota breaks anyway (limits lowered at run time, the kernel's own placement
  * and migrations, page cache): one pass reconciles with the kernel, demotes, reclaims and gates.
  *
- * - Observe: one process of the cgroup per period reads memory.numa_stat (v2), sums it per tier
- *   and publishes it in the segment (observe.c, which is all the pass knows of the segment).
+ * - Observe: one process of the cgroup per period re-reads the cgroup's limits and reads
+ *   memory.numa_stat (v2), sums it per tier and publishes both in the segment (observe.c, which is
+ *   all the pass knows of the segment): a lowered limit is acted on at the next reading.
  * - Plan (ta_enforce_plan, pure): a tier over its high share (never counting below its low/min
  *   floor) sheds the excess into lower tiers with headroom under their high share, the rest to
  *   memory.reclaim; so does the cgroup's total over memory.high. While the agent sees the kernel
@@ -98,6 +99,24 @@ static void reclaim(uint64_t bytes, unsigned tier)
 		atomic_fetch_add(&ta_arenas[tier].reclaim_asked, bytes);
 }
 
+/* Demote, and at debug level say what the reading was and what the move took: the timeline of a
+ * convergence (bench/run-converge.sh reads it). */
+static void trace_demote(const struct ta_enforce_in *in, unsigned a, unsigned b, uint64_t bytes)
+{
+	uint64_t t0 = ta_monotonic_ns();
+	uint64_t moved = ta_demote(a, b, bytes);
+	if (ta_log_level < TA_LOG_DEBUG)
+		return;
+	uint64_t t1 = ta_monotonic_ns();
+	ta_log(TA_LOG_DEBUG,
+	       "enforce: at %llu ms tier %u observed %llu KiB, high %llu KiB: asked %llu KiB to "
+	       "tier %u, moved %llu KiB in %llu ms",
+	       (unsigned long long)(t0 / 1000000u), a, (unsigned long long)(in->observed[a] >> 10),
+	       (unsigned long long)(in->limit[a][TA_LIMIT_HIGH] >> 10),
+	       (unsigned long long)(bytes >> 10), b, (unsigned long long)(moved >> 10),
+	       (unsigned long long)((t1 - t0) / 1000000u));
+}
+
 bool ta_enforce_pass(void)
 {
 	if (!ta_quota_active())
@@ -105,10 +124,15 @@ bool ta_enforce_pass(void)
 	if (atomic_exchange(&pass_running, true))
 		return false;
 	bool acted = false;
-	ta_shm_refresh_limits(false);
 	bool alarmed = ta_quota_take_alarm();
-	if (ta_quota_observe(alarmed) && alarmed)
-		ta_shm_wake_others();
+	/* The process whose turn it is to read the usage re-reads the limits with it; the others
+	 * keep the limits' own period. */
+	if (ta_quota_observe(alarmed)) {
+		if (alarmed)
+			ta_shm_wake_others();
+	} else {
+		ta_shm_refresh_limits(false);
+	}
 	uint64_t gen = ta_quota_observe_gen();
 	if (gen != acted_gen) {
 		acted_gen = gen;
@@ -132,7 +156,7 @@ bool ta_enforce_pass(void)
 			for (unsigned a = 0; a < ta_ntiers; a++) {
 				for (unsigned b = a + 1; b < ta_ntiers; b++)
 					if (plan.demote[a][b] > 0)
-						ta_demote(a, b, plan.demote[a][b]);
+						trace_demote(&in, a, b, plan.demote[a][b]);
 				reclaim(plan.reclaim[a], a);
 			}
 			reclaim(plan.reclaim_total, ta_ntiers - 1);

@@ -874,8 +874,13 @@ void ta_shm_refresh_limits(bool now)
 				changed = true;
 		atomic_store(&r->share_ppm, ta_quota_share(t));
 	}
-	if (changed)
+	if (changed) {
 		atomic_fetch_add(&h->generation, 1);
+		ta_log(
+		    TA_LOG_DEBUG, "limits: at %llu ms tier 0 high %llu KiB (changed)",
+		    (unsigned long long)(t_now / 1000000u),
+		    (unsigned long long)(atomic_load(&ta_shm.tiers[0].limit[TA_LIMIT_HIGH]) >> 10));
+	}
 }
 
 /* fork: the child takes a slot of its own, empty: the heap it shares with its parent
