@@ -30,6 +30,16 @@ bench-enforce: bench/enforce-latency$(EXEEXT) $(lib_LTLIBRARIES)
 		$${BENCH_REPS:-3}
 .PHONY: bench-enforce
 
+# Time to converge after a lowered limit, against the kernel's memory.reclaim of the same
+# excess, in the guest on both kernels, host quiet and loaded (`make bench-converge`; BENCH_REPS
+# rounds, default 3; BENCH_KERNELS, BENCH_LOADS). The workload is the enforcement tests'.
+EXTRA_DIST += bench/run-converge.sh
+bench-converge: tests/guest/enforce_work$(EXEEXT) tests/quota/shm_peek$(EXEEXT) \
+		$(lib_LTLIBRARIES)
+	$(SHELL) $(top_srcdir)/bench/run-converge.sh $(abs_top_builddir) $(abs_top_srcdir) \
+		$${BENCH_REPS:-3}
+.PHONY: bench-converge
+
 # Memory footprint against glibc and jemalloc (`make bench-footprint` on this host;
 # `make bench-footprint-guest` in the two-node QEMU guest with THP "always"). The workload is
 # also used by the footprint tests. Not under the preload itself: the driver preloads it.
