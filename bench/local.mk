@@ -40,6 +40,14 @@ bench-converge: tests/guest/enforce_work$(EXEEXT) tests/quota/shm_peek$(EXEEXT) 
 		$${BENCH_REPS:-3}
 .PHONY: bench-converge
 
+# How much of a program's resident anonymous memory tieralloc's quotas see, for runtimes whose
+# heaps come from mmap (python3, node, java) and malloc programs (perl, sqlite3), each with and
+# without the preload in the same run (`make bench-coverage`; this host, no guest).
+EXTRA_DIST += bench/run-coverage.sh
+bench-coverage: $(lib_LTLIBRARIES)
+	bash $(top_srcdir)/bench/run-coverage.sh $(abs_top_builddir)
+.PHONY: bench-coverage
+
 # Memory footprint against glibc and jemalloc (`make bench-footprint` on this host;
 # `make bench-footprint-guest` in the two-node QEMU guest with THP "always"). The workload is
 # also used by the footprint tests. Not under the preload itself: the driver preloads it.
