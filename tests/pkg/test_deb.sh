@@ -81,6 +81,7 @@ expect()
 		echo "usr/share/man/man1/tieralloc-run.1.gz usr/share/man/man1/tieralloc-stat.1.gz"
 		echo "usr/share/man/man7/tieralloc.7.gz"
 		echo "usr/share/doc/tieralloc/README.md usr/share/doc/tieralloc/DESIGN-NOTES.md"
+		echo "usr/share/doc/tieralloc/runtimes.md"
 		;;
 	tierallocd)
 		echo "usr/sbin/tierallocd usr/lib/systemd/system/tierallocd.service"
