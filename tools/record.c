@@ -11,7 +11,8 @@
  *   empty.
  * - The file is appended to: a recorder started again continues the same series. A file that
  *   is not empty must begin with this header (a recording of this format), or it is refused:
- *   rows are never mixed into another file.
+ *   rows are never mixed into another file. It is created, or appended to only when it is a
+ *   regular file of the caller's with one link; a symbolic link is never followed (open_file).
  * - Each sample is formatted in memory and written with one write(2), flushed, so that a
  *   recorder killed at any moment leaves whole rows (a kill during the write itself aside).
  * The signals that stop it are blocked and waited for between samples (sigtimedwait): a sample
@@ -21,6 +22,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,25 +170,84 @@ static int write_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
+/* Say why the recording cannot go to path; -1. */
+static int refuse(const char *path, const char *why)
+{
+	fprintf(stderr, "tieralloc-stat: --record %s: %s\n", path, why);
+	return -1;
+}
+
+/* The file for appending: created when it is not there, and only then. --record is often run
+ * as root in a directory others can write (/tmp), where a link planted at the path would make it
+ * create or extend a file of the planter's choosing, and the rows carry strings any user wrote
+ * (issue 31). So the last component is never followed (O_NOFOLLOW; O_EXCL when creating, which
+ * fails on a link too), and a file that is already there is taken only if the descriptor shows
+ * a regular file of the caller's with no other link (fstat: the file opened, not the one
+ * looked at before). O_NONBLOCK: a FIFO planted there is refused, not waited on. */
+static int open_file(const char *path, bool *created)
+{
+	for (int tries = 0; tries < 4; tries++) {
+		int fd = open(
+		    path, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY,
+		    0644);
+		if (fd >= 0) {
+			*created = true;
+			return fd;
+		}
+		if (errno != EEXIST)
+			break;
+		fd = open(path, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+		if (fd >= 0) {
+			*created = false;
+			return fd;
+		}
+		if (errno == ELOOP)
+			return refuse(path,
+				      "a symbolic link: not following it (name the file itself)");
+		/* Removed between the two opens: create it again. */
+		if (errno != ENOENT)
+			break;
+	}
+	return refuse(path, strerror(errno));
+}
+
 /* Open (or create) the file for appending, and write the header when it is new. -1 after a
- * message when it cannot be opened or is not a recording of this format. */
+ * message when it cannot be opened, is not the caller's own regular file, or is not a recording
+ * of this format. */
 static int open_output(const char *path)
 {
 	if (strcmp(path, "-") == 0)
 		return write_all(STDOUT_FILENO, header, sizeof(header) - 1) == 0 ? STDOUT_FILENO
 										 : -1;
-	int fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		fprintf(stderr, "tieralloc-stat: --record %s: %s\n", path, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+	bool created;
+	int fd = open_file(path, &created);
+	if (fd < 0)
 		return -1;
+	struct stat st;
+	char why[128];
+	const char *bad = NULL;
+	if (fstat(fd, &st) != 0) {
+		bad = strerror(errno);
+	} else if (!created && !S_ISREG(st.st_mode)) {
+		bad = "not a regular file: not appending to it";
+	} else if (!created && st.st_uid != geteuid()) {
+		snprintf(why, sizeof(why),
+			 "owned by uid %u, not by the caller (uid %u): not appending to it",
+			 (unsigned)st.st_uid, (unsigned)geteuid());
+		bad = why;
+	} else if (!created && st.st_nlink != 1) {
+		snprintf(why, sizeof(why), "has %ju links to it: not appending to it",
+			 (uintmax_t)st.st_nlink);
+		bad = why;
 	}
-	if (!S_ISREG(st.st_mode) || st.st_size == 0) {
-		/* New, or a pipe: the header first. */
+	if (bad != NULL) {
+		close(fd);
+		return refuse(path, bad);
+	}
+	if (st.st_size == 0) {
+		/* New (or left empty): the header first. */
 		if (write_all(fd, header, sizeof(header) - 1) != 0) {
-			fprintf(stderr, "tieralloc-stat: --record %s: %s\n", path, strerror(errno));
+			refuse(path, strerror(errno));
 			close(fd);
 			return -1;
 		}
@@ -195,11 +256,8 @@ static int open_output(const char *path)
 	char first[sizeof(header)];
 	ssize_t got = pread(fd, first, sizeof(first) - 1, 0);
 	if (got != (ssize_t)sizeof(first) - 1 || memcmp(first, header, sizeof(first) - 1) != 0) {
-		fprintf(
-		    stderr,
-		    "tieralloc-stat: --record %s: the file holds something else than a recording "
-		    "of this format: not appending to it\n",
-		    path);
+		refuse(path, "the file holds something else than a recording of this format: not "
+			     "appending to it");
 		close(fd);
 		return -1;
 	}
@@ -208,7 +266,7 @@ static int open_output(const char *path)
 	char last;
 	if (pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n' &&
 	    write_all(fd, "\n", 1) != 0) {
-		fprintf(stderr, "tieralloc-stat: --record %s: %s\n", path, strerror(errno));
+		refuse(path, strerror(errno));
 		close(fd);
 		return -1;
 	}

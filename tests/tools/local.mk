@@ -45,7 +45,8 @@ if !SANITIZED
 TESTS += tests/tools/test_stat_mntns.sh
 endif
 # tieralloc-stat --record on a live segment that grows (test_stat_record.sh): the CSV's columns,
-# rows and charges, SIGTERM and SIGKILL, appending and refusing; its holder runs under the preload.
+# rows and charges, SIGTERM and SIGKILL, appending and refusing (links at the path, other users'
+# files: issue 31); its holder runs under the preload.
 EXTRA_DIST += tests/tools/test_stat_record.sh
 if !SANITIZED
 TESTS += tests/tools/test_stat_record.sh

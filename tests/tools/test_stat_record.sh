@@ -7,6 +7,8 @@
 # documented columns (python's csv module parses them), times that do not go back, and a total
 # charge that grows with each step; SIGTERM must end the recorder with status 0. Then: a second
 # recorder appends (no second header), a file of other content is refused and left alone, a
+# symbolic link at the path is not followed (to create or to append), a file with two links, a
+# FIFO and another user's file (root and nobody, each the other's) are refused and left alone, a
 # recorder killed with SIGKILL leaves rows that all parse, and option errors exit 2.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
@@ -21,6 +23,7 @@ seg=tieralloc-v1-test-record-$$
 csv=$TA_WORK/rec.csv
 holder=''
 recorder=
+pub=
 stop_all()
 {
 	for p in $recorder $holder; do
@@ -29,6 +32,7 @@ stop_all()
 	done
 	exec 3>&- 4<&- || true
 	rm -f "/dev/shm/$seg"
+	[[ -z $pub ]] || rm -rf "$pub"
 	ta_cleanup
 }
 trap stop_all EXIT
@@ -142,6 +146,66 @@ rc=0
 cmp -s "$TA_WORK/other.csv" "$TA_WORK/other.orig" || ta_fail "a file of other content was changed"
 grep -q 'not appending' "$TA_WORK/err" || ta_fail "no message for a file of other content"
 echo "refusal: ok"
+
+# Where the file goes (issue 31): --record is often run as root in a directory others can write.
+# A symbolic link at the path is never followed, neither to create a file nor to append to one;
+# an existing file is appended to only if it is a regular file of the caller's with one link.
+# refused WHY FILE [MESSAGE]: tieralloc-stat --record FILE exits 2 with MESSAGE, and writes nothing.
+refused()
+{
+	local rc=0
+	"${as_user[@]}" "$STAT" --record "$2" --samples 1 --name "/$seg" >/dev/null 2>"$TA_WORK/err" ||
+		rc=$?
+	[[ $rc == 2 ]] || { cat "$TA_WORK/err" >&2; ta_fail "$1: exit status $rc, want 2"; }
+	grep -q -- "${3:-not appending}" "$TA_WORK/err" || { cat "$TA_WORK/err" >&2; ta_fail "$1: message"; }
+	echo "$1: $(cat "$TA_WORK/err")"
+}
+as_user=()
+digest() { sha256sum <"$1"; }
+before=$(digest "$csv")
+ln -s "$TA_WORK/created-through-link" "$TA_WORK/link-new.csv"
+refused "a link to a file that is not there" "$TA_WORK/link-new.csv" "symbolic link"
+[[ ! -e $TA_WORK/created-through-link ]] || ta_fail "a file was created through a planted link"
+ln -s "$csv" "$TA_WORK/link-old.csv"
+refused "a link to a recording" "$TA_WORK/link-old.csv" "symbolic link"
+[[ $(digest "$csv") == "$before" ]] || ta_fail "a recording was appended to through a link"
+ln "$csv" "$TA_WORK/hardlink.csv"
+refused "a recording with two links" "$TA_WORK/hardlink.csv" "2 links"
+[[ $(digest "$csv") == "$before" ]] || ta_fail "a recording with two links was appended to"
+rm "$TA_WORK/hardlink.csv"
+mkfifo "$TA_WORK/fifo.csv"
+as_user=(timeout 20)
+refused "a FIFO" "$TA_WORK/fifo.csv" "not a regular file"
+as_user=()
+: >"$TA_WORK/empty.csv"
+"$STAT" --record "$TA_WORK/empty.csv" --samples 1 --name "/$seg" || ta_fail "an empty file of ours was refused"
+[[ $(head -n 1 "$TA_WORK/empty.csv") == time,* ]] || ta_fail "no header in an empty file of ours"
+# Another user's file: root appending to nobody's, and nobody to root's (writable by all, in a
+# directory nobody can reach). Needs root to make them.
+nobody=$(id -u nobody 2>/dev/null || true)
+if [[ $(id -u) != 0 || -z $nobody ]] || ! command -v setpriv >/dev/null; then
+	echo "another user's file: not checked (needs root, a user nobody and setpriv)"
+else
+	pub=$(mktemp -d "${TMPDIR:-/tmp}/tieralloc-record.XXXXXX")
+	chmod 755 "$pub"
+	cp "$csv" "$pub/nobodys.csv"
+	chown "$nobody" "$pub/nobodys.csv"
+	before=$(digest "$pub/nobodys.csv")
+	refused "a recording of nobody's, as root" "$pub/nobodys.csv" "owned by uid $nobody"
+	[[ $(digest "$pub/nobodys.csv") == "$before" ]] || ta_fail "root appended to nobody's recording"
+	cp "$STAT" "$pub/tieralloc-stat"
+	cp "$csv" "$pub/roots.csv"
+	chmod 666 "$pub/roots.csv"
+	before=$(digest "$pub/roots.csv")
+	STAT=$pub/tieralloc-stat
+	as_user=(setpriv --reuid="$nobody" --regid="$(id -g nobody)" --clear-groups)
+	refused "a recording of root's, as nobody" "$pub/roots.csv" "owned by uid 0"
+	as_user=()
+	STAT=$TA_TEST_BUILDDIR/tools/tieralloc-stat
+	[[ $(digest "$pub/roots.csv") == "$before" ]] || ta_fail "nobody appended to root's recording"
+	rm -rf "$pub"
+fi
+echo "where the file goes: ok"
 
 # SIGKILL at any moment leaves whole rows: every row parses.
 kcsv=$TA_WORK/killed.csv
