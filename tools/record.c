@@ -5,7 +5,12 @@
  *   rows of one sample share their time (seconds since the epoch, CLOCK_REALTIME, to the ms).
  * - Strings come from the segments, which any user writes: a control character, a byte beyond
  *   ASCII and a backslash are written as \xNN (\\ for the backslash), so that a row is one line
- *   of ASCII; a field with a comma or a double quote is quoted, its quotes doubled.
+ *   of ASCII; so are '$' and '`', and a first character of "=+-@" (a spreadsheet's formula).
+ *   A field with anything but letters, digits and "/._-:+=@%" is quoted, its quotes doubled
+ *   (RFC 4180): a comma, a quote, and also ';' (the separator of spreadsheets in many locales),
+ *   '#' (a comment to some readers) and spaces. A row is then one word to a shell, with nothing
+ *   a shell would run: should a recording ever be run as a script, its lines are only commands
+ *   that do not exist (issue 31).
  * - Byte counts are plain integers; a limit not set is "max" (as in the cgroup's own files); a
  *   value the segment does not have (observed without cgroup v2, demoted before ABI 1.1) is
  *   empty.
@@ -83,21 +88,33 @@ int ta_record_option(struct ta_record *r, int code, const char *arg)
 	return -1;
 }
 
+/* A byte a string field keeps as it is, unquoted: letters, digits and the punctuation of
+ * cgroup paths, node lists and names. */
+static bool plain(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       strchr("/._-:+=@%", c) != NULL;
+}
+
 /* A string field: see the top of the file. */
 static void csv_string(FILE *f, const char *s)
 {
 	char buf[4 * TA_SHM_PATH_MAX + 8];
 	size_t pos = 0;
 	bool quote = false;
-	for (; *s != '\0' && pos + 5 <= sizeof(buf); s++) {
-		unsigned char c = (unsigned char)*s;
+	for (const char *p = s; *p != '\0' && pos + 5 <= sizeof(buf); p++) {
+		unsigned char c = (unsigned char)*p;
+		/* A first character a spreadsheet takes for a formula's start. */
+		bool formula = p == s && strchr("=+-@", c) != NULL;
 		if (c == '\\') {
 			buf[pos++] = '\\';
 			buf[pos++] = '\\';
-		} else if (c < 0x20 || c >= 0x7f) {
+			quote = true;
+		} else if (c < 0x20 || c >= 0x7f || c == '$' || c == '`' || formula) {
 			pos += (size_t)snprintf(buf + pos, sizeof(buf) - pos, "\\x%02x", c);
+			quote = true;
 		} else {
-			quote |= c == ',' || c == '"';
+			quote |= !plain(c);
 			buf[pos++] = (char)c;
 		}
 	}

@@ -46,7 +46,7 @@ TESTS += tests/tools/test_stat_mntns.sh
 endif
 # tieralloc-stat --record on a live segment that grows (test_stat_record.sh): the CSV's columns,
 # rows and charges, SIGTERM and SIGKILL, appending and refusing (links at the path, other users'
-# files: issue 31); its holder runs under the preload.
+# files: issue 31), hostile strings quoted and escaped; its holder runs under the preload.
 EXTRA_DIST += tests/tools/test_stat_record.sh
 if !SANITIZED
 TESTS += tests/tools/test_stat_record.sh

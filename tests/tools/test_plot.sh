@@ -4,9 +4,10 @@
 # tieralloc-plot: a recording by tieralloc-stat --record of a python3 process under the preload
 # (tier 0 limited to 4 MiB, so both tiers fill) becomes a real PNG (its signature, its size in
 # pixels, more than a blank picture's bytes), kept as tests/tools/test_plot.png in the build
-# directory. Hostile strings in the CSV reach no command; bad input (no file, an empty one, a
-# header alone, another CSV, only broken rows, no gnuplot, a directory that is not there) gives
-# exit status 1, one message, and no picture. Skipped only when gnuplot is not installed.
+# directory. Hostile strings in the CSV reach no command, and a recording whose fields the
+# recorder quoted and escaped is read whole; bad input (no file, an empty one, a header alone,
+# another CSV, only broken rows, no gnuplot, a directory that is not there) gives exit status 1,
+# one message, and no picture. Skipped only when gnuplot is not installed.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
 . "$(dirname "$0")/../integration/lib.sh"
@@ -19,6 +20,7 @@ STAT=$TA_TEST_BUILDDIR/tools/tieralloc-stat
 PLOT=$TA_TEST_BUILDDIR/tools/tieralloc-plot
 [[ -x $STAT && -x $PLOT ]] || ta_hard_error "tieralloc-stat or tieralloc-plot not built"
 seg=tieralloc-v1-test-plot-$$
+qseg="$seg-a;b #c,d\"e \$f\`g"$'\n'"h"
 holder=
 stop_holder()
 {
@@ -26,7 +28,7 @@ stop_holder()
 		kill -9 "$holder" 2>/dev/null || true
 		wait "$holder" 2>/dev/null || true
 	fi
-	rm -f "/dev/shm/$seg"
+	rm -f "/dev/shm/$seg" "/dev/shm/$qseg"
 	ta_cleanup
 }
 trap stop_holder EXIT
@@ -93,6 +95,21 @@ done
 	ta_fail "a broken row among good ones failed the plot"
 grep -q '1 row(s) skipped' "$TA_WORK/err" || ta_fail "the skipped row was not said"
 echo "hostile and broken rows: ok"
+# The recorder's own quoting and escapes (tools/record.c): a copy of the holder's segment named
+# with ';', '#', ',', '"', spaces, '$', '`' and a newline, recorded by tieralloc-stat, is drawn
+# with every row read.
+cp "/dev/shm/$seg" "/dev/shm/$qseg"
+for _ in 1 2 3; do
+	"$STAT" --record "$TA_WORK/quoted.csv" --samples 1 --name "$qseg" ||
+		ta_fail "tieralloc-stat --record of $qseg failed"
+done
+rm -f "/dev/shm/$qseg" # other tests list every segment: not longer than needed
+grep -q '^[0-9.]*,"/' "$TA_WORK/quoted.csv" || ta_fail "the recording has no quoted segment name"
+"$PLOT" "$TA_WORK/quoted.csv" "$TA_WORK/quoted.png" 2>"$TA_WORK/err" ||
+	{ cat "$TA_WORK/err" >&2; ta_fail "tieralloc-plot failed on a recording with quoted fields"; }
+[[ ! -s $TA_WORK/err ]] || { cat "$TA_WORK/err" >&2; ta_fail "rows of quoted fields were skipped"; }
+[[ -s $TA_WORK/quoted.png ]] || ta_fail "no picture of the recording with quoted fields"
+echo "a recording with quoted fields: ok"
 
 # bad_input WHY WANT-IN-MESSAGE CSV [PNG]: exit status 1, the message, no picture.
 bad_input()

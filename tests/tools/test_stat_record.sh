@@ -8,7 +8,8 @@
 # charge that grows with each step; SIGTERM must end the recorder with status 0. Then: a second
 # recorder appends (no second header), a file of other content is refused and left alone, a
 # symbolic link at the path is not followed (to create or to append), a file with two links, a
-# FIFO and another user's file (root and nobody, each the other's) are refused and left alone, a
+# FIFO and another user's file (root and nobody, each the other's) are refused and left alone,
+# hostile strings in segments read back as written and run nothing as a shell script, a
 # recorder killed with SIGKILL leaves rows that all parse, and option errors exit 2.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
@@ -24,6 +25,7 @@ csv=$TA_WORK/rec.csv
 holder=''
 recorder=
 pub=
+hostile=()
 stop_all()
 {
 	for p in $recorder $holder; do
@@ -32,6 +34,9 @@ stop_all()
 	done
 	exec 3>&- 4<&- || true
 	rm -f "/dev/shm/$seg"
+	for name in "${hostile[@]}"; do
+		rm -f "/dev/shm/$name"
+	done
 	[[ -z $pub ]] || rm -rf "$pub"
 	ta_cleanup
 }
@@ -206,6 +211,59 @@ else
 	rm -rf "$pub"
 fi
 echo "where the file goes: ok"
+
+# The strings any user writes into a segment (issue 31): copies of the holder's segment under
+# names with ';', '#', ',', '"', a newline, '$(...)' and '`...`', one with a cgroup path and a tier
+# name of its own (spaces, a formula's '='). The recording must read back as those strings
+# (python's csv module, then the \xNN escapes undone), each row one line, every field with more
+# than plain characters quoted, a formula's first character escaped; and run as a shell script,
+# it must run nothing.
+hostile=("$seg-a;touch ran1;#" "$seg-b,c\"d" "$seg-e\$(touch ran2)" "$seg-f\`touch ran3\`"
+	"$seg-g"$'\n'"h #i")
+for name in "${hostile[@]}"; do
+	cp "/dev/shm/$seg" "/dev/shm/$name"
+done
+"$PY" - "/dev/shm/${hostile[0]}" <<'PY'
+import sys
+seg = bytearray(open(sys.argv[1], "rb").read())
+cg = b"/sys/fs/cgroup/x y;z #w"
+seg[88:88 + 256] = cg + bytes(256 - len(cg))  # struct ta_shm_header.cgroup_path
+at = seg.index(b"tier1\0")
+name = b"=1+2 x"
+seg[at:at + 32] = name + bytes(32 - len(name))  # struct ta_shm_tier.name
+open(sys.argv[1], "wb").write(seg)
+PY
+hcsv=$TA_WORK/hostile.csv
+for name in "${hostile[@]}"; do
+	"$STAT" --record "$hcsv" --samples 1 --name "$name" || ta_fail "recording $name failed"
+	rm -f "/dev/shm/$name" # other tests list every segment: not longer than needed
+done
+"$PY" - "$hcsv" "$seg" <<'PY' || ta_fail "the hostile strings were not recorded as they are"
+import csv, re, sys
+path, seg = sys.argv[1], sys.argv[2]
+unescape = lambda s: re.sub(r"\\(\\|x[0-9a-f]{2})",
+                            lambda m: "\\" if m[1] == "\\" else chr(int(m[1][1:], 16)), s)
+lines = open(path, newline="").read().split("\n")
+assert lines[-1] == "" and len(lines) == 1 + 5 * 2 + 1, f"{len(lines)} lines, want 12"
+rows = list(csv.reader(lines[1:-1]))
+assert all(len(r) == 18 for r in rows), [r for r in rows if len(r) != 18]
+want = ["a;touch ran1;#", 'b,c"d', "e$(touch ran2)", "f`touch ran3`", "g\nh #i"]
+assert [unescape(r[1]) for r in rows] == ["/" + seg + "-" + w for w in want for _ in (0, 1)], rows
+assert unescape(rows[0][2]) == "/sys/fs/cgroup/x y;z #w" and unescape(rows[1][5]) == "=1+2 x"
+assert rows[1][5] == r"\x3d1+2 x", f"a formula in a spreadsheet: {rows[1][5]}"
+plain = re.compile(r"[A-Za-z0-9/._:+=@%-]*$")
+for line in lines[1:-1]:
+    fields = re.findall(r'("(?:[^"]|"")*"|[^,]*)(?:,|$)', line)[:18]
+    for f in fields:
+        assert plain.match(f) or (f[0] == f[-1] == '"' and len(f) > 1), f"not quoted: {f}"
+        assert "$" not in f and "`" not in f, f"a shell would expand: {f}"
+print("the hostile strings read back as written")
+PY
+mkdir "$TA_WORK/sh"
+(cd "$TA_WORK/sh" && PATH=/usr/bin:/bin sh "$hcsv" >/dev/null 2>&1) || true
+ran=$(ls -A "$TA_WORK/sh")
+[[ -z $ran ]] || ta_fail "the recording, run as a shell script, ran commands: it made $ran"
+echo "hostile strings: ok"
 
 # SIGKILL at any moment leaves whole rows: every row parses.
 kcsv=$TA_WORK/killed.csv
