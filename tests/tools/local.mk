@@ -52,7 +52,9 @@ if !SANITIZED
 TESTS += tests/tools/test_stat_record.sh
 endif
 # tieralloc-plot (test_plot.sh): a recording of a live segment becomes a PNG, kept as
-# tests/tools/test_plot.png; hostile strings, broken rows and bad input. Needs gnuplot.
+# tests/tools/test_plot.png; hostile strings, broken rows and bad input; output paths that gnuplot
+# would run or that hold links, at the old temporary name and at the output (issue 31). Needs
+# gnuplot.
 EXTRA_DIST += tests/tools/test_plot.sh
 CLEANFILES += tests/tools/test_plot.png
 if !SANITIZED

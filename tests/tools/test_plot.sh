@@ -111,6 +111,70 @@ grep -q '^[0-9.]*,"/' "$TA_WORK/quoted.csv" || ta_fail "the recording has no quo
 [[ -s $TA_WORK/quoted.png ]] || ta_fail "no picture of the recording with quoted fields"
 echo "a recording with quoted fields: ok"
 
+# The output path (issue 31): tieralloc-plot is often run as root on paths in directories others
+# can write. An output beginning with '|' (gnuplot's pipe) or holding a control character is
+# refused with exit status 2 before anything is done, even where such a directory exists.
+# refused_path WHY PNG MESSAGE: run in $TA_WORK/cwd, exit status 2, the message, nothing made.
+mkdir "$TA_WORK/cwd" "$TA_WORK/cwd/|touch ran;:"
+refused_path()
+{
+	local rc=0
+	(cd "$TA_WORK/cwd" && "$PLOT" "$csv" "$2") 2>"$TA_WORK/err" || rc=$?
+	[[ $rc == 2 ]] || { cat "$TA_WORK/err" >&2; ta_fail "$1: exit status $rc, want 2"; }
+	grep -q "^tieralloc-plot: .*$3" "$TA_WORK/err" || { cat "$TA_WORK/err" >&2; ta_fail "$1: message"; }
+	[[ $(find "$TA_WORK/cwd" -mindepth 1 | wc -l) == 1 ]] ||
+		ta_fail "$1: something was made: $(find "$TA_WORK/cwd" -mindepth 1)"
+	echo "$1: $(cat "$TA_WORK/err")"
+}
+refused_path "an output beginning with |" '|touch ran;:/x.png' "beginning with '|'"
+refused_path "an output with a newline" "$TA_WORK/cwd/a"$'\n'"b.png" "control character"
+refused_path "an output with a tab" "$TA_WORK/cwd/a"$'\t'"b.png" "control character"
+refused_path "an output with an escape" "$TA_WORK/cwd/a"$'\e'"[2Jb.png" "control character"
+# Quotes, backslashes, '$(...)', backquotes and gnuplot's '@' are only characters of a file name.
+odd=$TA_WORK/cwd/"o'q\"b\\s \$(touch ran) \`touch ran\` @ARG1;x.png"
+"$PLOT" "$csv" "$odd" || ta_fail "an output path with quotes and the like failed"
+[[ $(head -c 4 "$odd" | od -An -tx1 | tr -d ' \n') == 89504e47 ]] || ta_fail "no PNG at $odd"
+[[ ! -e $TA_WORK/cwd/ran && ! -e ran ]] || ta_fail "an output path ran a command"
+echo "odd characters in the output path: ok"
+# The temporary picture's name is not the predictable .tieralloc-plot.PID.png any more: a link
+# planted there (the script runs with the pid of the shell that execs it) is left alone.
+printf 'root-owned, keep\n' >"$TA_WORK/victim"
+bash -c 'ln -s "$1" "$2/.tieralloc-plot.$$.png" && exec "$3" "$4" "$2/pid.png"' _ \
+	"$TA_WORK/victim" "$TA_WORK/cwd" "$PLOT" "$csv" || ta_fail "a link at the old temporary name failed the plot"
+[[ $(cat "$TA_WORK/victim") == "root-owned, keep" ]] ||
+	ta_fail "the picture went through a link planted at the old temporary name"
+[[ -f $TA_WORK/cwd/pid.png && ! -L $TA_WORK/cwd/pid.png ]] || ta_fail "no picture beside the planted link"
+echo "a link at the old temporary name: ok"
+# At the output path itself, a link is replaced by the picture, never followed: not to a file,
+# not to a directory (which would take the picture in). A directory there is an error.
+printf 'root-owned, keep\n' >"$TA_WORK/victim2"
+ln -s "$TA_WORK/victim2" "$TA_WORK/cwd/to-file.png"
+mkdir "$TA_WORK/victim-dir"
+ln -s "$TA_WORK/victim-dir" "$TA_WORK/cwd/to-dir.png"
+for link in to-file to-dir; do
+	"$PLOT" "$csv" "$TA_WORK/cwd/$link.png" || ta_fail "a link at the output path ($link) failed the plot"
+	[[ -f $TA_WORK/cwd/$link.png && ! -L $TA_WORK/cwd/$link.png ]] ||
+		ta_fail "the link at the output path ($link) is not replaced by the picture"
+done
+[[ $(cat "$TA_WORK/victim2") == "root-owned, keep" ]] || ta_fail "a link at the output path was followed"
+[[ -z $(ls -A "$TA_WORK/victim-dir") ]] || ta_fail "the picture was moved into a linked directory"
+mkdir "$TA_WORK/cwd/dir.png"
+rc=0
+"$PLOT" "$csv" "$TA_WORK/cwd/dir.png" 2>"$TA_WORK/err" || rc=$?
+if [[ $rc != 1 ]] || ! grep -q "cannot write it" "$TA_WORK/err"; then
+	cat "$TA_WORK/err" >&2
+	ta_fail "a directory at the output path: exit status $rc, or not the message"
+fi
+[[ -z $(ls -A "$TA_WORK/cwd/dir.png") ]] || ta_fail "the picture was moved into a directory at the output path"
+echo "links and a directory at the output path: ok"
+# The picture has a new file's mode (mktemp makes its file 0600), and nothing is left behind.
+[[ $(stat -c %a "$png") == "$(printf '%o' $((0666 & ~$(umask))))" ]] ||
+	ta_fail "the picture's mode is $(stat -c %a "$png"), not a new file's"
+for left in "$TA_WORK"/.tieralloc-plot* "$TA_WORK"/cwd/.tieralloc-plot*; do
+	[[ ! -e $left || -L $left ]] || ta_fail "a temporary picture was left behind: $left"
+done
+echo "mode and temporaries: ok"
+
 # bad_input WHY WANT-IN-MESSAGE CSV [PNG]: exit status 1, the message, no picture.
 bad_input()
 {
