@@ -226,6 +226,13 @@ static uint64_t monotonic_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Where the agent writes files of its own, beside TA_AGENT_RUN_DIR (policies.h); and the kernel
+ * files of options its systemd unit does not give. usage() lists them all, which
+ * tests/tools/test_unit_security.sh checks the unit against. */
+#define SHM_DIR	    "/dev/shm"
+#define CGROUP_DIR  "/sys/fs/cgroup"
+#define DAMON_ADMIN "/sys/kernel/mm/damon/admin"
+
 static void usage(FILE *f)
 {
 	fprintf(
@@ -282,7 +289,19 @@ static void usage(FILE *f)
 	       "  --status FILE  where the policies' decisions are written every second for\n"
 	       "                tieralloc-stat (default " TA_POLICIES_DEFAULT ")\n"
 	       "  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
-	       "  --version     print \"tierallocd VERSION\" and exit\n");
+	       "  --version     print \"tierallocd VERSION\" and exit\n"
+	       "Where it writes (its systemd unit must leave these writable):\n"
+	       "  " SHM_DIR "          the segments (and other mount namespaces' through\n"
+	       "                    /proc/PID/root); with --access damon, the access files\n"
+	       "  " TA_AGENT_RUN_DIR "   with --reclaim-for-priority or --protect: the state\n"
+	       "                    files that restore the cgroups' files after the agent\n"
+	       "                    died, and the status file\n"
+	       "  and the paths of --textfile and --status\n"
+	       "Kernel files it writes with options its systemd unit does not give (a drop-in\n"
+	       "must make them writable; the unit says how):\n"
+	       "  " CGROUP_DIR "    with --reclaim-for-priority or --protect: the cgroups'\n"
+	       "                    memory.reclaim, memory.high and memory.low\n"
+	       "  " DAMON_ADMIN "  with --access damon\n");
 }
 
 struct options {
@@ -736,7 +755,7 @@ static int load_attach(const struct options *o, struct agent *ag)
 	if (o->stats && ag->stats_fd < 0)
 		fprintf(stderr, "tierallocd: cannot enable BPF run-time statistics (%s)\n",
 			strerror(errno));
-	static const char *const shm_dirs[] = { "/dev/shm", NULL };
+	static const char *const shm_dirs[] = { SHM_DIR, NULL };
 	ag->segments = ta_agent_segments_new(shm_dirs, true);
 	ag->counts = calloc(TA_BPF_MAX_KEYS, sizeof(*ag->counts));
 	if (ag->segments == NULL || ag->counts == NULL) {
@@ -766,8 +785,7 @@ static int load_attach(const struct options *o, struct agent *ag)
 	if (o->damon) {
 		/* Not fatal: the processes fall back to soft-dirty and say so. */
 		char err[300];
-		ag->damon = ta_damon_start("/sys/kernel/mm/damon/admin", "/dev/shm", o->print, err,
-					   sizeof(err));
+		ag->damon = ta_damon_start(DAMON_ADMIN, SHM_DIR, o->print, err, sizeof(err));
 		if (ag->damon == NULL)
 			fprintf(stderr, "tierallocd: --access damon: %s; no access files\n", err);
 		else
@@ -785,7 +803,7 @@ static int load_attach(const struct options *o, struct agent *ag)
 		struct ta_protector_opts po = { .interval_ms = o->protect_interval_ms,
 						.expiry_ms =
 						    (uint64_t)(o->protect_expiry * 1000 + 0.5),
-						.state_dir = "/run/tierallocd",
+						.state_dir = TA_AGENT_RUN_DIR,
 						.print = o->print,
 						.steals = ag->steals };
 		ag->protector = ta_protector_start(o->protect, o->nprotect, &po, err, sizeof(err));
@@ -804,7 +822,7 @@ static int load_attach(const struct options *o, struct agent *ag)
 		struct ta_reclaim_options ro = {
 			.cap = !o->reclaim_no_cap,
 			.expiry_ns = (8 * interval_ms > 2000 ? 8 * interval_ms : 2000) * 1000000ull,
-			.state_dir = "/run/tierallocd"
+			.state_dir = TA_AGENT_RUN_DIR
 		};
 		ag->reclaim = ta_reclaim_new(&ro, err, sizeof(err));
 		if (ag->reclaim == NULL)
@@ -821,7 +839,7 @@ static int load_attach(const struct options *o, struct agent *ag)
 	/* The default status file's directory (--protect's state files share it). */
 	if ((ag->reclaim != NULL || ag->protector != NULL) &&
 	    strcmp(o->status, TA_POLICIES_DEFAULT) == 0)
-		mkdir("/run/tierallocd", 0755);
+		mkdir(TA_AGENT_RUN_DIR, 0755);
 	if (ag->metrics != NULL)
 		printf("tierallocd: metrics at http://%s/metrics\n",
 		       ta_metrics_address(ag->metrics));

@@ -17,8 +17,13 @@
 
 #include <stddef.h>
 
+/* The agent's run-time directory: its policies' state files (what restores the cgroups' files
+ * after the agent died) and, by default, their status file. Its systemd unit makes it and keeps
+ * it across restarts (RuntimeDirectory=). */
+#define TA_AGENT_RUN_DIR "/run/tierallocd"
+
 #define TA_POLICIES_MAGIC   "tierallocd-policies 1"
-#define TA_POLICIES_DEFAULT "/run/tierallocd/policies"
+#define TA_POLICIES_DEFAULT TA_AGENT_RUN_DIR "/policies"
 
 #define TA_POLICY_KEYS	   24
 #define TA_POLICY_KEY_MAX  31
