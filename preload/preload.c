@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The LD_PRELOAD library: defines the C library's malloc family (and glibc's __libc_* aliases,
- * which some programs and libraries call directly) on top of the core, and nothing else.
- * C++ operator new/delete reach these through libstdc++'s calls to malloc and free.
+ * which some programs and libraries call directly) on top of the core, and mmap, munmap and
+ * mremap, so that the core knows the memory a program maps for itself (api/maps.c), and nothing
+ * else. C++ operator new/delete reach these through libstdc++'s calls to malloc and free.
  */
 #include <malloc.h>
+#include <stdarg.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 
@@ -120,4 +123,32 @@ void *__libc_valloc(size_t size)
 void *__libc_pvalloc(size_t size)
 {
 	return ta_pvalloc(size);
+}
+
+/* Each passes its caller's address: the core leaves out tieralloc's own mappings. */
+TA_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return ta_mmap(addr, len, prot, flags, fd, off, __builtin_return_address(0));
+}
+
+TA_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return ta_mmap(addr, len, prot, flags, fd, off, __builtin_return_address(0));
+}
+
+TA_EXPORT int munmap(void *addr, size_t len)
+{
+	return ta_munmap(addr, len, __builtin_return_address(0));
+}
+
+TA_EXPORT void *mremap(void *old_addr, size_t old_len, size_t new_len, int flags, ...)
+{
+	void *new_addr = NULL;
+	if (flags & MREMAP_FIXED) {
+		va_list ap;
+		va_start(ap, flags);
+		new_addr = va_arg(ap, void *);
+		va_end(ap);
+	}
+	return ta_mremap(old_addr, old_len, new_len, flags, new_addr, __builtin_return_address(0));
 }

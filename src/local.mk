@@ -7,11 +7,11 @@ src_libtacore_la_SOURCES = src/internal.h \
 	src/quota/cgroup.c src/quota/observe.c src/quota/startup.c \
 	src/alloc/alloc.h src/alloc/sizeclass.c src/alloc/boot.c src/alloc/backend.c \
 	src/alloc/memkind_link.c src/alloc/arena.c src/alloc/tcache.c src/alloc/lheap.c \
-	src/alloc/keep.c src/alloc/large.c src/alloc/place.c src/alloc/alloc.c \
+	src/alloc/keep.c src/alloc/large.c src/alloc/place.c src/alloc/maps.c src/alloc/alloc.c \
 	src/enforce/enforce.h src/enforce/enforce.c src/enforce/cold.c src/enforce/demote.c \
 	src/enforce/gate.c src/enforce/worker.c src/enforce/access.c src/enforce/exchange.c \
 	src/enforce/heatfile.h src/enforce/heatfile.c \
-	src/api/api.h src/api/init.c src/api/api.c src/api/stats.c src/api/summary.c
+	src/api/api.h src/api/init.c src/api/api.c src/api/stats.c src/api/summary.c src/api/maps.c
 # No builtins: gcc would turn our own malloc+memset into a call to calloc.
 src_libtacore_la_CFLAGS = $(AM_CFLAGS) $(MEMKIND_CFLAGS) -fvisibility=hidden \
 	-ftls-model=initial-exec -fno-builtin -pthread

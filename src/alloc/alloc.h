@@ -16,6 +16,8 @@
 #ifndef TA_ALLOC_H
 #define TA_ALLOC_H
 
+#include <signal.h>
+
 #include "base/base.h"
 #include "quota/charge.h"
 
@@ -587,5 +589,47 @@ int ta_bind_range(void *addr, size_t len, unsigned tier, bool move);
 int ta_relax_range(void *addr, size_t len, unsigned tier, unsigned upto);
 /* A freed large object's range goes back to its home tier's policy, its pages dropped. */
 void ta_restore_range(void *addr, size_t len, unsigned home);
+/* Resident pages of [addr, addr+len) per node (bytes added to per_node[node]); the pages found. */
+uint64_t ta_resident_nodes(uintptr_t addr, size_t len, uint64_t per_node[TA_MAX_NODES]);
+
+/* ---- maps.c: the program's own anonymous private mappings (docs/runtimes.md) ---- */
+#define TA_MAPS_MAX 4096u
+struct ta_maps_range {
+	uintptr_t start, end;
+};
+struct ta_maps {
+	struct ta_maps_range *r; /* sorted, disjoint, neighbours merged */
+	unsigned n, cap;
+	uint64_t bytes;		/* address space recorded */
+	uint64_t refused;	/* mappings (or parts of them) that did not fit */
+	uint64_t refused_bytes; /* ... and their address space */
+};
+/* The process's, under ta_maps_lock; recorded: anything ever was (else unmaps need no lock). */
+extern struct ta_maps ta_maps;
+extern _Atomic bool ta_maps_recorded;
+/* ta_maps.bytes as of the last change, to read without the lock. */
+extern _Atomic uint64_t ta_maps_bytes;
+/* Recorded mappings worth a worker's samples under a quota: a runtime's heap, not a program's
+ * own bookkeeping. */
+#define TA_MAPS_WORKER_AFTER ((uint64_t)32 << 20)
+/* Record [start, end) (what it overlapped is replaced); false when it did not fit. */
+bool ta_maps_insert(struct ta_maps *m, uintptr_t start, uintptr_t end);
+void ta_maps_erase(struct ta_maps *m, uintptr_t start, uintptr_t end);
+bool ta_maps_overlaps(const struct ta_maps *m, uintptr_t start, uintptr_t end);
+/* Every signal blocked (the old mask in *old), then the lock; its storage mapped on first use. */
+void ta_maps_lock(sigset_t *old);
+void ta_maps_unlock(const sigset_t *old);
+/* A copy of up to max ranges, and the bytes recorded, for the sampler. */
+unsigned ta_maps_copy(struct ta_maps_range *out, unsigned max, uint64_t *bytes);
+/* Resident bytes of the recorded mappings per tier, at the last sample and at most; samples. */
+extern _Atomic uint64_t ta_maps_resident[TA_MAX_TIERS];
+extern _Atomic uint64_t ta_maps_resident_peak[TA_MAX_TIERS];
+extern _Atomic uint64_t ta_maps_samples;
+/* Sample where the recorded mappings are resident (mincore, then move_pages without moving);
+ * false when another thread is sampling. */
+bool ta_maps_sample(void);
+void ta_maps_fork_prepare(void);
+void ta_maps_fork_parent(void);
+void ta_maps_fork_child(void);
 
 #endif /* TA_ALLOC_H */

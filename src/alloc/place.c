@@ -122,3 +122,40 @@ void ta_restore_range(void *addr, size_t len, unsigned home)
 	syscall(SYS_madvise, start, n, MADV_DONTNEED);
 	errno = saved;
 }
+
+/* Resident pages first (mincore, a byte per page), then the node of each (move_pages without
+ * moving): a range that is mostly reserved address space costs a mincore walk, not a lookup per
+ * page. */
+uint64_t ta_resident_nodes(uintptr_t addr, size_t len, uint64_t per_node[TA_MAX_NODES])
+{
+	enum { SPAN = 4096, BATCH = 512 };
+	unsigned char vec[SPAN];
+	void *pages[BATCH];
+	int status[BATCH];
+	uintptr_t start = addr & ~(PAGE - 1), end = (addr + len + PAGE - 1) & ~(PAGE - 1);
+	uint64_t found = 0;
+	int saved = errno;
+	for (uintptr_t a = start; a < end; a += (uintptr_t)SPAN * PAGE) {
+		size_t n = (end - a) / PAGE < SPAN ? (end - a) / PAGE : SPAN;
+		/* ENOMEM: part of it is no longer mapped (unmapped since the copy was taken). */
+		if (syscall(SYS_mincore, a, n * PAGE, vec) != 0)
+			continue;
+		for (size_t i = 0; i < n;) {
+			unsigned k = 0;
+			for (; i < n && k < BATCH; i++)
+				if (vec[i] & 1)
+					pages[k++] = (void *)(a + i * PAGE);
+			if (k == 0 || syscall(SYS_move_pages, 0, (unsigned long)k, pages, NULL,
+					      status, 0) < 0)
+				continue;
+			for (unsigned j = 0; j < k; j++) {
+				if (status[j] < 0 || status[j] >= TA_MAX_NODES)
+					continue;
+				per_node[status[j]] += PAGE;
+				found++;
+			}
+		}
+	}
+	errno = saved;
+	return found;
+}

@@ -6,6 +6,8 @@
 #ifndef TA_API_H
 #define TA_API_H
 
+#include <sys/types.h>
+
 #include "alloc/alloc.h"
 #include "base/base.h"
 #include "enforce/enforce.h"
@@ -20,6 +22,12 @@ int ta_init(void);
 int ta_stats_tier(unsigned tier, struct tieralloc_tier_stats *out);
 int ta_ctl_get(const char *name, void *out, size_t *len);
 int ta_ctl_set(const char *name, const void *in, size_t len);
+
+/* ---- maps.c: the preload's mmap, munmap and mremap (caller: the call's return address) ---- */
+void *ta_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, const void *caller);
+int ta_munmap(void *addr, size_t len, const void *caller);
+void *ta_mremap(void *old_addr, size_t old_len, size_t new_len, int flags, void *new_addr,
+		const void *caller);
 
 /* ---- summary.c: per-process summary at exit (TIERALLOC_SUMMARY) ---- */
 void ta_summary_write(const char *dest);

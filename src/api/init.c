@@ -50,6 +50,7 @@ static void fork_prepare(int set)
 	ta_large_fork_prepare();
 	ta_lheap_fork_prepare();
 	ta_backend_fork_prepare();
+	ta_maps_fork_prepare(); /* a leaf: never held while another lock is taken */
 }
 
 static void fork_parent(int set)
@@ -57,6 +58,7 @@ static void fork_parent(int set)
 	if (fork_prepared_by != set)
 		return;
 	fork_prepared_by = FORK_NONE;
+	ta_maps_fork_parent();
 	ta_backend_fork_parent();
 	ta_lheap_fork_parent();
 	ta_large_fork_parent();
@@ -69,6 +71,7 @@ static void fork_child(int set)
 	if (fork_prepared_by != set)
 		return;
 	fork_prepared_by = FORK_NONE;
+	ta_maps_fork_child();
 	ta_backend_fork_child();
 	ta_lheap_fork_child();
 	ta_large_fork_child();

@@ -98,6 +98,29 @@ static int cgroup_tier_get(const char *name, void *out, size_t *len)
 	return put_u64(out, len, v);
 }
 
+static int maps_get(const char *field, void *out, size_t *len)
+{
+	sigset_t old;
+	uint64_t v[4];
+	ta_maps_lock(&old);
+	v[0] = ta_maps.n;
+	v[1] = ta_maps.bytes;
+	v[2] = ta_maps.refused;
+	v[3] = ta_maps.refused_bytes;
+	ta_maps_unlock(&old);
+	static const char *const names[] = { "ranges", "bytes", "refused", "refused_bytes" };
+	for (unsigned i = 0; i < 4; i++)
+		if (strcmp(field, names[i]) == 0)
+			return put_u64(out, len, v[i]);
+	if (strcmp(field, "samples") == 0)
+		return put_u64(out, len, atomic_load(&ta_maps_samples));
+	if (strcmp(field, "sample") == 0) {
+		/* Set-like: a get samples now (tests, and tools that want a fresh figure). */
+		return put_u32(out, len, ta_maps_sample() ? 1u : 0u);
+	}
+	return -ENOENT;
+}
+
 int ta_ctl_get(const char *name, void *out, size_t *len)
 {
 	if (name == NULL)
@@ -125,6 +148,9 @@ int ta_ctl_get(const char *name, void *out, size_t *len)
 		return put_u64(out, len, atomic_load(&ta_access_sample_ns));
 	if (strcmp(name, "access.period_ns") == 0)
 		return put_u64(out, len, atomic_load(&ta_access_period_ns));
+	/* The program's own mappings (api/maps.c): recorded, refused, sampled. */
+	if (strncmp(name, "maps.", 5) == 0)
+		return maps_get(name + 5, out, len);
 	if (strncmp(name, "opt.", 4) == 0) {
 		for (unsigned i = 0; i < ta_opt_count; i++) {
 			if (strcmp(ta_opt_table[i].name, name + 4) != 0)
@@ -185,6 +211,10 @@ int ta_ctl_get(const char *name, void *out, size_t *len)
 			return put_u64(out, len, atomic_load(&at->promoted));
 		if (strcmp(field, "exchanged_down") == 0)
 			return put_u64(out, len, atomic_load(&at->exchanged_down));
+		if (strcmp(field, "mapped") == 0)
+			return put_u64(out, len, atomic_load(&ta_maps_resident[t]));
+		if (strcmp(field, "mapped_peak") == 0)
+			return put_u64(out, len, atomic_load(&ta_maps_resident_peak[t]));
 	}
 	if (strcmp(field, "capacity") == 0) {
 		struct tieralloc_tier_info info = { .size = sizeof(info) };

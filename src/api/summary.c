@@ -67,6 +67,9 @@ void ta_summary_write(const char *dest)
 		if (*c == ' ' || *c == '=' || *c == '\t')
 			*c = '_'; /* keep key=value parseable */
 	int tiers = tieralloc_tier_count();
+	/* Where the program's own mappings are now (api/maps.c), with the peak of the samples. */
+	if (atomic_load(&ta_state) == TA_READY && atomic_load(&ta_maps_recorded))
+		ta_maps_sample();
 	for (int t = 0; t < tiers; t++) {
 		struct tieralloc_tier_info info = { .size = sizeof(info) };
 		struct tieralloc_tier_stats s = { .size = sizeof(s) };
@@ -89,14 +92,17 @@ void ta_summary_write(const char *dest)
 		    "tieralloc-summary v=1 pid=%d comm=%s tier=%d name=%s nodes=%s kind=%s "
 		    "bound=%u capacity=%llu limit=%llu live=%llu peak=%llu allocs=%llu "
 		    "explicit=%llu steered_in=%llu steered_away=%llu overflowed=%llu "
-		    "backend_failures=%llu chunk_resident=%s\n",
+		    "backend_failures=%llu chunk_resident=%s mapped=%llu mapped_peak=%llu\n",
 		    (int)getpid(), comm, t, info.name, info.nodes[0] ? info.nodes : "-", info.kind,
 		    info.bound, (unsigned long long)info.capacity, (unsigned long long)s.limit,
 		    (unsigned long long)s.bytes_live, (unsigned long long)s.bytes_peak,
 		    (unsigned long long)s.allocs, (unsigned long long)s.explicit_allocs,
 		    (unsigned long long)s.steered_in, (unsigned long long)s.exhausted,
 		    (unsigned long long)s.overflowed, (unsigned long long)s.backend_failures,
-		    resident[0] ? resident : "-");
+		    resident[0] ? resident : "-",
+		    (unsigned long long)(t < TA_MAX_TIERS ? atomic_load(&ta_maps_resident[t]) : 0),
+		    (unsigned long long)(t < TA_MAX_TIERS ? atomic_load(&ta_maps_resident_peak[t])
+							  : 0));
 		ta_write_all(fd, line, len);
 	}
 	if (close_fd)

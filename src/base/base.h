@@ -91,6 +91,7 @@ struct ta_options {
 	int promotion;		   /* TIERALLOC_PROMOTION: enum ta_promotion_mode */
 	int access;		   /* TIERALLOC_ACCESS: enum ta_access_mode */
 	uint64_t access_period_ms; /* TIERALLOC_ACCESS_PERIOD */
+	bool maps;		   /* TIERALLOC_MAPS: record the program's own mappings */
 	unsigned nerrors;	   /* bad values seen (for TIERALLOC_STRICT) */
 };
 

@@ -77,6 +77,9 @@ const struct ta_opt_desc ta_opt_table[] = {
 	      "included)" },
 	{ "ACCESS_PERIOD", TA_OPT_MS, FIELD(access_period_ms), "1s", .min = 100, .max = 3600 * 1000,
 	  .help = "how often written pages are sampled under a quota (ms or s suffix)" },
+	{ "MAPS", TA_OPT_BOOL, FIELD(maps), "1",
+	  .help = "1: record the program's own anonymous mappings (mmap) and sample on which "
+		  "tier they are resident; 0: pass mmap, munmap and mremap through" },
 };
 const unsigned ta_opt_count = sizeof(ta_opt_table) / sizeof(ta_opt_table[0]);
 

@@ -205,6 +205,10 @@ void ta_enforce_poke(void)
 		ta_worker_start();
 		return;
 	}
+	/* A heap of the program's own mappings under a quota: the worker samples where it is. */
+	if (atomic_load_explicit(&ta_maps_bytes, memory_order_relaxed) >= TA_MAPS_WORKER_AFTER &&
+	    ta_quota_active())
+		ta_worker_start();
 	if (!atomic_load_explicit(&ta_enforce_wanted, memory_order_relaxed) &&
 	    ta_opts.promotion != TA_PROMOTION_ALWAYS)
 		return;

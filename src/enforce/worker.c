@@ -21,6 +21,18 @@
 enum { WORKER_NONE = 0, WORKER_RUNNING = 1, WORKER_FAILED = 2 };
 static _Atomic int worker_state;
 
+/* Once an access period, while the program has mappings of its own recorded (api/maps.c). */
+static void maps_tick(void)
+{
+	static uint64_t last;
+	uint64_t now = ta_monotonic_ns();
+	if (!ta_opts.maps || now - last < ta_opts.access_period_ms * 1000000ull)
+		return;
+	last = now;
+	if (atomic_load_explicit(&ta_maps_recorded, memory_order_relaxed))
+		ta_maps_sample();
+}
+
 static void *worker_main(void *arg)
 {
 	(void)arg;
@@ -38,6 +50,7 @@ static void *worker_main(void *arg)
 			ta_enforce_pass();
 		} else if (ta_quota_active())
 			ta_shm_refresh_limits(false);
+		maps_tick();	  /* where the program's own mappings are resident */
 		ta_keep_age();	  /* freed large objects kept a second with nothing kept since */
 		ta_arena_decay(); /* runs empty for a second */
 		uint64_t ns = TA_ENFORCE_PERIOD_NS;

@@ -32,8 +32,13 @@ ta_it_ldflags = -pthread
 
 ta_it_progs = tests/integration/prog_fork tests/integration/prog_threads \
 	tests/integration/prog_atexit tests/integration/prog_signal \
-	tests/integration/prog_mix tests/integration/prog_stdio_exit
+	tests/integration/prog_mix tests/integration/prog_stdio_exit tests/integration/prog_maps
 check_PROGRAMS += $(ta_it_progs) tests/integration/prog_blocks tests/integration/prog_cxx
+
+tests_integration_prog_maps_SOURCES = tests/integration/prog_maps.c tests/integration/prog.h
+tests_integration_prog_maps_CFLAGS = $(ta_it_cflags)
+tests_integration_prog_maps_LDFLAGS = $(ta_it_ldflags)
+tests_integration_prog_maps_LDADD = $(DL_LIBS)
 
 tests_integration_prog_fork_SOURCES = tests/integration/prog_fork.c tests/integration/prog.h
 tests_integration_prog_fork_CFLAGS = $(ta_it_cflags)

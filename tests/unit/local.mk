@@ -5,7 +5,7 @@ unit_tests = \
 	tests/unit/test_env tests/unit/test_topo tests/unit/test_sizeclass tests/unit/test_tcache tests/unit/test_boot \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
-	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_stress \
+	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_maps tests/unit/test_stress \
 	tests/unit/test_access tests/unit/test_access_agent tests/unit/test_pack tests/unit/test_heatfile \
 	tests/unit/test_damon tests/unit/test_lend tests/unit/test_press tests/unit/test_protect \
 	tests/unit/test_policies
@@ -195,3 +195,7 @@ tests_unit_test_lease_SOURCES = tests/unit/test_lease.c tests/lib/test.h agent/l
 tests_unit_test_lease_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
 tests_unit_test_lease_CFLAGS = $(unit_cflags)
 tests_unit_test_lease_LDADD = $(unit_ldadd)
+tests_unit_test_maps_SOURCES = tests/unit/test_maps.c tests/lib/test.h
+tests_unit_test_maps_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_maps_CFLAGS = $(unit_cflags)
+tests_unit_test_maps_LDADD = $(unit_ldadd)

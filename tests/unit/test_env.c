@@ -17,6 +17,7 @@ static const struct ta_options defaults = {
 	.pack = 8 * MiB,
 	.access = TA_ACCESS_SOFT_DIRTY,
 	.access_period_ms = 1000,
+	.maps = true,
 };
 
 struct parsed {
@@ -75,6 +76,7 @@ static void parse1(const char *var, struct parsed *r)
 		expect_eq((o)->promotion, defaults.promotion);                                     \
 		expect_eq((o)->access, defaults.access);                                           \
 		expect_eq((o)->access_period_ms, defaults.access_period_ms);                       \
+		expect_eq((o)->maps, defaults.maps);                                               \
 		expect_eq((o)->nerrors, (errors));                                                 \
 	} while (0)
 
@@ -600,11 +602,11 @@ static void test_priority(void)
 static void test_table(void)
 {
 	static const char *const rendered[] = {
-		"0", "0", "0", "warn", "",	 "",	     "262144", "8388608",    "",
-		"",  "",  "",  "",     "lowest", "deferred", "gated",  "soft-dirty", "1000ms"
+		"0", "0", "0", "warn",	 "",	     "",      "262144",	    "8388608", "", "",
+		"",  "",  "",  "lowest", "deferred", "gated", "soft-dirty", "1000ms",  "1"
 	};
-	expect_eq(ta_opt_count, 18);
-	for (unsigned i = 0; i < ta_opt_count && i < 18; i++) {
+	expect_eq(ta_opt_count, 19);
+	for (unsigned i = 0; i < ta_opt_count && i < 19; i++) {
 		const struct ta_opt_desc *d = &ta_opt_table[i];
 		test_context("table row %s", d->name);
 		for (unsigned k = 0; k < i; k++)

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The program's own anonymous private mappings (docs/runtimes.md): Python's arenas, V8's and the
+ * JVM's heaps, anything a program maps for itself instead of asking malloc. The preload's mmap,
+ * munmap and mremap (api/maps.c) record them here, so that tieralloc knows where the memory it
+ * does not hand out lies and can sample how much of it is resident on each node.
+ *
+ * A sorted array of disjoint ranges, neighbours merged: runtimes map next to what they mapped
+ * before, so a heap of many mappings is a few ranges. The array has a fixed ceiling (its pages
+ * are mapped once, on first use, and touched as it fills): a program that keeps a million small
+ * mappings apart fills it, and what does not fit is counted as refused instead of growing the
+ * books without bound. An insertion moves at most the whole array (TA_MAPS_MAX ranges, 64 KiB).
+ *
+ * One lock, a spin on a flag with every signal blocked (a handler that maps memory on the same
+ * thread would otherwise wait for itself). Callers that free or replace address space hold it
+ * across the system call (api/maps.c says why).
+ */
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "alloc/alloc.h"
+
+struct ta_maps ta_maps;
+_Atomic bool ta_maps_recorded;
+_Atomic uint64_t ta_maps_bytes;
+static _Atomic bool maps_locked;
+static sigset_t fork_mask; /* the forking thread's mask, while fork holds the lock */
+static struct ta_maps_range *maps_storage; /* TA_MAPS_MAX ranges, mapped on first use */
+
+/* The first range whose end is above addr (n when none). */
+static unsigned first_ending_after(const struct ta_maps *m, uintptr_t addr)
+{
+	unsigned lo = 0, hi = m->n;
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (m->r[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void put_at(struct ta_maps *m, unsigned i, uintptr_t start, uintptr_t end)
+{
+	memmove(&m->r[i + 1], &m->r[i], (m->n - i) * sizeof(m->r[0]));
+	m->r[i].start = start;
+	m->r[i].end = end;
+	m->n++;
+}
+
+static void drop_at(struct ta_maps *m, unsigned i)
+{
+	memmove(&m->r[i], &m->r[i + 1], (m->n - i - 1) * sizeof(m->r[0]));
+	m->n--;
+}
+
+void ta_maps_erase(struct ta_maps *m, uintptr_t start, uintptr_t end)
+{
+	if (start >= end)
+		return;
+	unsigned i = first_ending_after(m, start);
+	while (i < m->n && m->r[i].start < end) {
+		struct ta_maps_range *r = &m->r[i];
+		uintptr_t cut_from = r->start > start ? r->start : start;
+		uintptr_t cut_to = r->end < end ? r->end : end;
+		m->bytes -= cut_to - cut_from;
+		if (r->start < start && r->end > end) {
+			/* A hole in the middle: two ranges, or, when there is no room for the
+			 * second, the first alone and the rest no longer known (counted as
+			 * refused). */
+			uintptr_t right_end = r->end;
+			r->end = start;
+			if (m->n < m->cap) {
+				put_at(m, i + 1, end, right_end);
+			} else {
+				m->bytes -= right_end - end;
+				m->refused++;
+				m->refused_bytes += right_end - end;
+			}
+			return;
+		}
+		if (r->start < start) {
+			r->end = start;
+			i++;
+		} else if (r->end > end) {
+			r->start = end;
+			return;
+		} else {
+			drop_at(m, i);
+		}
+	}
+}
+
+bool ta_maps_insert(struct ta_maps *m, uintptr_t start, uintptr_t end)
+{
+	if (start >= end)
+		return true;
+	ta_maps_erase(m, start, end);
+	unsigned i = first_ending_after(m, start);
+	/* i is the first range after [start, end); i - 1 the one before it. */
+	bool joins_left = i > 0 && m->r[i - 1].end == start;
+	bool joins_right = i < m->n && m->r[i].start == end;
+	if (joins_left && joins_right) {
+		m->r[i - 1].end = m->r[i].end;
+		drop_at(m, i);
+	} else if (joins_left) {
+		m->r[i - 1].end = end;
+	} else if (joins_right) {
+		m->r[i].start = start;
+	} else if (m->n < m->cap) {
+		put_at(m, i, start, end);
+	} else {
+		m->refused++;
+		m->refused_bytes += end - start;
+		return false;
+	}
+	m->bytes += end - start;
+	return true;
+}
+
+bool ta_maps_overlaps(const struct ta_maps *m, uintptr_t start, uintptr_t end)
+{
+	unsigned i = first_ending_after(m, start);
+	return i < m->n && m->r[i].start < end;
+}
+
+/* ---- the process's registry ---- */
+
+void ta_maps_lock(sigset_t *old)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, old);
+	/* Held for one system call at most: spin, yielding the CPU to its holder. */
+	while (atomic_exchange_explicit(&maps_locked, true, memory_order_acquire))
+		while (atomic_load_explicit(&maps_locked, memory_order_relaxed))
+			sched_yield();
+	if (ta_maps.r == NULL && maps_storage == NULL) {
+		maps_storage = ta_pages_map(TA_MAPS_MAX * sizeof(struct ta_maps_range), true);
+		if (maps_storage != NULL) {
+			ta_maps.r = maps_storage;
+			ta_maps.cap = TA_MAPS_MAX;
+		}
+	}
+}
+
+void ta_maps_unlock(const sigset_t *old)
+{
+	atomic_store_explicit(&ta_maps_bytes, ta_maps.bytes, memory_order_relaxed);
+	atomic_store_explicit(&maps_locked, false, memory_order_release);
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+unsigned ta_maps_copy(struct ta_maps_range *out, unsigned max, uint64_t *bytes)
+{
+	sigset_t old;
+	ta_maps_lock(&old);
+	unsigned n = ta_maps.n < max ? ta_maps.n : max;
+	if (n > 0)
+		memcpy(out, ta_maps.r, n * sizeof(out[0]));
+	if (bytes != NULL)
+		*bytes = ta_maps.bytes;
+	ta_maps_unlock(&old);
+	return n;
+}
+
+/* fork: no other thread is inside a mapping call while the child's copy is made; the lock and
+ * the blocked signals last until the parent's and the child's handlers. */
+void ta_maps_fork_prepare(void)
+{
+	sigset_t old;
+	ta_maps_lock(&old);
+	fork_mask = old;
+}
+
+void ta_maps_fork_parent(void)
+{
+	ta_maps_unlock(&fork_mask);
+}
+
+void ta_maps_fork_child(void)
+{
+	ta_maps_unlock(&fork_mask);
+}
+
+/* ---- where the recorded mappings are resident ---- */
+
+_Atomic uint64_t ta_maps_resident[TA_MAX_TIERS];
+_Atomic uint64_t ta_maps_resident_peak[TA_MAX_TIERS];
+_Atomic uint64_t ta_maps_samples;
+
+bool ta_maps_sample(void)
+{
+	static _Atomic bool busy;
+	static struct ta_maps_range *copy; /* TA_MAPS_MAX ranges, mapped on first use */
+	if (atomic_exchange(&busy, true))
+		return false; /* the worker and the exit summary: one at a time */
+	if (copy == NULL)
+		copy = ta_pages_map(TA_MAPS_MAX * sizeof(*copy), true);
+	bool done = false;
+	if (copy != NULL) {
+		unsigned n = ta_maps_copy(copy, TA_MAPS_MAX, NULL);
+		uint64_t per_node[TA_MAX_NODES] = { 0 };
+		for (unsigned i = 0; i < n; i++)
+			ta_resident_nodes(copy[i].start, copy[i].end - copy[i].start, per_node);
+		for (unsigned t = 0; t < ta_ntiers; t++) {
+			uint64_t sum = 0;
+			for (unsigned node = 0; node < TA_MAX_NODES; node++)
+				if (ta_topo.tier[t].nodes & (1ull << node))
+					sum += per_node[node];
+			atomic_store(&ta_maps_resident[t], sum);
+			if (sum > atomic_load(&ta_maps_resident_peak[t]))
+				atomic_store(&ta_maps_resident_peak[t], sum);
+		}
+		atomic_fetch_add(&ta_maps_samples, 1);
+		done = true;
+	}
+	atomic_store(&busy, false);
+	return done;
+}

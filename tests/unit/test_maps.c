@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The registry of a program's own anonymous mappings (src/alloc/maps.c): ranges recorded, merged
+ * with their neighbours, cut by unmaps (in the middle too), replaced by a fixed mapping, and a
+ * full registry that refuses and counts what it cannot keep instead of growing. Then the
+ * sampler's residency per node (place.c) on a mapping of this process's own.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+#include "test.h"
+
+#define P 4096u
+
+static struct ta_maps_range store[8];
+
+static struct ta_maps fresh(unsigned cap)
+{
+	memset(store, 0, sizeof(store));
+	struct ta_maps m = { .r = store, .cap = cap };
+	return m;
+}
+
+/* The ranges as text, "[a,b) [c,d)" in pages, for one expectation per state. */
+static const char *shape(const struct ta_maps *m)
+{
+	static char buf[256];
+	size_t pos = 0;
+	buf[0] = '\0';
+	for (unsigned i = 0; i < m->n && pos < sizeof(buf) - 32; i++)
+		pos += (size_t)snprintf(buf + pos, sizeof(buf) - pos, "%s[%lu,%lu)", i ? " " : "",
+					(unsigned long)(m->r[i].start / P),
+					(unsigned long)(m->r[i].end / P));
+	return buf;
+}
+
+static void expect_shape(const struct ta_maps *m, const char *want, uint64_t pages)
+{
+	if (strcmp(shape(m), want) != 0) {
+		test_context("ranges %s, expected %s", shape(m), want);
+		expect_true(false);
+		test_context("%s", "");
+	}
+	expect_eq(m->bytes, pages * P);
+}
+
+static void test_merge(void)
+{
+	test_context("neighbours merge, in any order");
+	struct ta_maps m = fresh(8);
+	expect_true(ta_maps_insert(&m, 10 * P, 20 * P));
+	expect_true(ta_maps_insert(&m, 30 * P, 40 * P));
+	expect_shape(&m, "[10,20) [30,40)", 20);
+	expect_true(ta_maps_insert(&m, 20 * P, 30 * P)); /* fills the gap: one range */
+	expect_shape(&m, "[10,40)", 30);
+	expect_true(ta_maps_insert(&m, 5 * P, 10 * P));
+	expect_true(ta_maps_insert(&m, 40 * P, 41 * P));
+	expect_shape(&m, "[5,41)", 36);
+	test_context("a range over a recorded one replaces it (MAP_FIXED)");
+	expect_true(ta_maps_insert(&m, 8 * P, 12 * P));
+	expect_shape(&m, "[5,41)", 36);
+	expect_true(ta_maps_overlaps(&m, 40 * P, 50 * P));
+	expect_true(!ta_maps_overlaps(&m, 41 * P, 50 * P));
+	expect_true(!ta_maps_overlaps(&m, 0, 5 * P));
+	test_context("%s", "");
+}
+
+static void test_erase(void)
+{
+	test_context("unmaps: a middle, an edge, several ranges at once, nothing");
+	struct ta_maps m = fresh(8);
+	ta_maps_insert(&m, 10 * P, 40 * P);
+	ta_maps_erase(&m, 20 * P, 25 * P); /* a hole: two ranges */
+	expect_shape(&m, "[10,20) [25,40)", 25);
+	ta_maps_erase(&m, 5 * P, 12 * P); /* the left edge */
+	expect_shape(&m, "[12,20) [25,40)", 23);
+	ta_maps_erase(&m, 38 * P, 45 * P); /* the right edge */
+	expect_shape(&m, "[12,20) [25,38)", 21);
+	ta_maps_erase(&m, 15 * P, 30 * P); /* across the gap */
+	expect_shape(&m, "[12,15) [30,38)", 11);
+	ta_maps_erase(&m, 50 * P, 60 * P); /* nothing there */
+	ta_maps_erase(&m, 20 * P, 20 * P); /* empty */
+	expect_shape(&m, "[12,15) [30,38)", 11);
+	ta_maps_erase(&m, 0, 100 * P);
+	expect_shape(&m, "", 0);
+	test_context("%s", "");
+}
+
+static void test_full(void)
+{
+	test_context("a full registry refuses and counts, and stays bounded");
+	struct ta_maps m = fresh(3);
+	ta_maps_insert(&m, 0 * P, 1 * P);
+	ta_maps_insert(&m, 2 * P, 3 * P);
+	ta_maps_insert(&m, 4 * P, 5 * P);
+	expect_true(!ta_maps_insert(&m, 6 * P, 7 * P));
+	expect_eq(m.n, 3);
+	expect_eq(m.refused, 1);
+	expect_eq(m.refused_bytes, P);
+	expect_shape(&m, "[0,1) [2,3) [4,5)", 3);
+	test_context("... a neighbour still merges when full");
+	expect_true(ta_maps_insert(&m, 5 * P, 6 * P));
+	expect_shape(&m, "[0,1) [2,3) [4,6)", 4);
+	test_context("... a hole that needs a fourth range keeps the left part only");
+	ta_maps_insert(&m, 10 * P, 20 * P);
+	expect_eq(m.refused, 2);
+	struct ta_maps n = fresh(2);
+	ta_maps_insert(&n, 0, 1 * P);
+	ta_maps_insert(&n, 10 * P, 20 * P);
+	ta_maps_erase(&n, 12 * P, 14 * P);
+	expect_shape(&n, "[0,1) [10,12)", 3);
+	expect_eq(n.refused, 1);
+	expect_eq(n.refused_bytes, 6 * P);
+	test_context("%s", "");
+}
+
+static void test_resident(void)
+{
+	test_context("the sampler's residency of a mapping of our own");
+	size_t len = 64 * P;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		test_hard("mmap");
+	uint64_t per_node[TA_MAX_NODES] = { 0 };
+	expect_eq(ta_resident_nodes((uintptr_t)p, len, per_node), 0);
+	for (size_t i = 0; i < 10; i++)
+		p[i * P * 3] = 1; /* pages 0, 3, ... 27 */
+	uint64_t found = ta_resident_nodes((uintptr_t)p, len, per_node);
+	expect_eq(found, 10);
+	uint64_t sum = 0;
+	for (unsigned node = 0; node < TA_MAX_NODES; node++)
+		sum += per_node[node];
+	expect_eq(sum, 10 * P);
+	test_context("... a PROT_NONE reservation costs nothing until opened and touched");
+	expect_eq(mprotect(p, len, PROT_NONE), 0);
+	madvise(p, len, MADV_DONTNEED);
+	expect_eq(ta_resident_nodes((uintptr_t)p, len, per_node), 0);
+	test_context("... an unmapped range reads as nothing, not as an error");
+	munmap(p, len);
+	expect_eq(ta_resident_nodes((uintptr_t)p, len, per_node), 0);
+	test_context("%s", "");
+}
+
+int main(void)
+{
+	test_merge();
+	test_erase();
+	test_full();
+	test_resident();
+	return test_done();
+}
