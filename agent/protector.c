@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgctl.h"
 #include "prom.h"
 #include "protector.h"
 
@@ -61,7 +62,29 @@ struct victim {
 	uint64_t usage, last_write_ns; /* the last sample; the last write (0: none) */
 	bool watched;		       /* the BPF source counts its pages */
 	uint64_t stolen;	       /* pages the BPF source saw reclaimed from it */
+	/* memory.stat's pgsteal when the BPF source began counting (UINT64_MAX: unread), so that
+	 * the stop report gives the kernel's count over the same window as the BPF one. */
+	uint64_t pgsteal0;
+	/* pgsteal - pgsteal0 at the stop's final count (UINT64_MAX: none) */
+	uint64_t pgsteal_final;
 };
+
+/* The victim's pgsteal (memory.stat, in pages), or UINT64_MAX. */
+static uint64_t pgsteal_of(const struct victim *v)
+{
+	char path[PATH_MAX + 32], buf[8192];
+	snprintf(path, sizeof(path), "%s/memory.stat", v->path);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return UINT64_MAX;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	uint64_t value;
+	if (n <= 0)
+		return UINT64_MAX;
+	buf[n] = '\0';
+	return ta_cgstat_key(buf, "pgsteal", &value) == 0 ? value : UINT64_MAX;
+}
 
 /* What ta_protector_status() shows, copied from the thread's victims after each round. */
 struct snapshot {
@@ -407,6 +430,7 @@ static int open_victim(struct victim *v, const char *arg, const char *state_dir,
 	if (slash != NULL && slash != v->parent)
 		*slash = '\0';
 	snprintf(v->state, sizeof(v->state), "%s/protect-%llu", state_dir, v->ino);
+	v->pgsteal0 = v->pgsteal_final = UINT64_MAX;
 	char path[PATH_MAX + 32];
 	snprintf(path, sizeof(path), "%s/memory.current", v->path);
 	v->fd_current = open(path, O_RDONLY | O_CLOEXEC);
@@ -505,8 +529,10 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 				       "(%s): "
 				       "stealing is seen from its usage's fall alone\n",
 				       v->path, strerror(-rc));
-			else
+			else {
+				v->pgsteal0 = pgsteal_of(v);
 				v->stolen = ta_steals_pages(p->steals, v->ino);
+			}
 		}
 	}
 	snapshot_take(p);
@@ -550,6 +576,21 @@ fail:
 	return NULL;
 }
 
+/* The last BPF count, and the kernel's pgsteal taken at once with it: the report compares the
+ * two over one window, whatever the time between the last sample and the stop. */
+static void final_count(struct ta_protector *p, struct victim *v, uint64_t *pgsteal)
+{
+	*pgsteal = UINT64_MAX;
+	if (!v->watched)
+		return;
+	uint64_t stolen = ta_steals_pages(p->steals, v->ino);
+	uint64_t now = pgsteal_of(v);
+	if (stolen > v->stolen)
+		v->stolen = stolen;
+	if (now != UINT64_MAX && v->pgsteal0 != UINT64_MAX && now >= v->pgsteal0)
+		*pgsteal = now - v->pgsteal0;
+}
+
 void ta_protector_report(const struct ta_protector *p, FILE *f)
 {
 	for (unsigned i = 0; p != NULL && i < p->n; i++) {
@@ -565,6 +606,8 @@ void ta_protector_report(const struct ta_protector *p, FILE *f)
 			fprintf(f,
 				" stolen_pages=%" PRIu64 " steals=%" PRIu64 " bpf_wakes=%" PRIu64,
 				v->stolen, v->st.steals, p->steal_wakes);
+		if (v->watched && v->pgsteal_final != UINT64_MAX)
+			fprintf(f, " pgsteal=%" PRIu64, v->pgsteal_final);
 		fputc('\n', f);
 	}
 }
@@ -661,6 +704,8 @@ void ta_protector_stop(struct ta_protector *p)
 		if (write(p->stop_pipe[1], "x", 1) < 0)
 			perror("tierallocd: protect");
 		pthread_join(p->thread, NULL);
+		for (unsigned i = 0; i < p->n; i++)
+			final_count(p, &p->v[i], &p->v[i].pgsteal_final);
 		ta_protector_report(p, stdout);
 	}
 	/* Restore what was raised, then let the keeper go with nothing left to do. */
