@@ -8,7 +8,7 @@ unit_tests = \
 	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_maps tests/unit/test_stress \
 	tests/unit/test_access tests/unit/test_access_agent tests/unit/test_pack tests/unit/test_heatfile \
 	tests/unit/test_damon tests/unit/test_lend tests/unit/test_press tests/unit/test_protect \
-	tests/unit/test_policies
+	tests/unit/test_policies tests/unit/test_common
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
 
@@ -199,3 +199,9 @@ tests_unit_test_maps_SOURCES = tests/unit/test_maps.c tests/lib/test.h
 tests_unit_test_maps_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_maps_CFLAGS = $(unit_cflags)
 tests_unit_test_maps_LDADD = $(unit_ldadd)
+
+# What the agent and tieralloc-stat share (common/): no core needed.
+tests_unit_test_common_SOURCES = tests/unit/test_common.c tests/lib/test.h
+tests_unit_test_common_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/common
+tests_unit_test_common_CFLAGS = $(unit_cflags)
+tests_unit_test_common_LDADD = common/libtacommon.la
