@@ -19,8 +19,10 @@ tools_tieralloc_stat_SOURCES = tools/tieralloc-stat.c tools/prom.c tools/prom.h 
 	tools/record.c tools/record.h tools/stat_scan.c tools/stat_scan.h tools/units.c tools/units.h \
 	src/quota/shm_abi.c src/quota/cgroup.c \
 	src/base/topo.c src/base/log.c src/base/env.c
-# floor() and isfinite() of the recording's schedule (record.c).
-tools_tieralloc_stat_LDADD = -lm
+tools_tieralloc_stat_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/common
+# floor() and isfinite() of the recording's schedule (record.c); the walk into other
+# namespaces' /dev/shm, shared with the agent (common/).
+tools_tieralloc_stat_LDADD = common/libtacommon.la -lm
 
 # tieralloc-plot draws a recording of tieralloc-stat --record with gnuplot: a POSIX sh script,
 # its version put in at build time.

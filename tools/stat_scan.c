@@ -30,6 +30,7 @@
 
 #include "quota/shm.h"
 #include "tieralloc/shm_abi.h"
+#include "walk.h"
 
 #define MAX_SEGMENT_BYTES (1u << 20)
 
@@ -138,34 +139,14 @@ static bool first_time(struct seen *s, dev_t dev, ino_t ino)
 	return true;
 }
 
-/* Another namespace's /dev/shm, from its root one component at a time without following a
- * link: the namespace's owner may make /dev/shm a link, which would resolve in our root (an
- * absolute one) rather than theirs. Only a tmpfs is read, as only a tmpfs holds segments. */
-static int open_their_shm(int pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/root", pid);
-	int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0)
-		return -1;
-	int dev = openat(root, "dev", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	close(root);
-	if (dev < 0)
-		return -1;
-	int shm = openat(dev, "shm", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	close(dev);
-	struct statfs fs;
-	if (shm >= 0 && (fstatfs(shm, &fs) != 0 || fs.f_type != TMPFS_MAGIC)) {
-		close(shm);
-		return -1;
-	}
-	return shm;
-}
-
+/* Another namespace's /dev/shm is walked from its root one component at a time without
+ * following a link (the namespace's owner may make /dev/shm a link, which would resolve in our
+ * root rather than theirs) and is read only if it is a tmpfs, looked at before anything in it is
+ * (a FUSE file system there could hold the tool forever): common/walk.c, the agent's walk too. */
 static void scan_dir(struct ta_place *p, struct seen *files, ta_scan_fn *fn, void *ctx)
 {
-	p->dirfd = p->via_pid != 0 ? open_their_shm(p->via_pid)
-				   : open(p->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	p->dirfd = p->via_pid != 0 ? ta_walk_root(p->via_pid, "dev/shm", TMPFS_MAGIC)
+				   : ta_walk_own(p->dir, TMPFS_MAGIC);
 	if (p->dirfd < 0)
 		return;
 	DIR *d = fdopendir(dup(p->dirfd));
