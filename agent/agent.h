@@ -223,9 +223,15 @@ int ta_agent_segments_metrics(struct ta_agent_segments *set, FILE *f);
  * was cut has its alarm raised and its workers woken, so that it demotes the excess at once. */
 #define TA_AGENT_MAX_PRIORITIES 64
 struct ta_agent_priority {
-	const char *cgroup; /* a segment's cgroup path, as in its header ("/sys/fs/cgroup/...") */
+	const char *cgroup; /* a cgroup's path, canonical ("/sys/fs/cgroup/...", no "//", "." or
+			     * "..", no trailing "/") */
 	uint32_t priority;
 };
+/* The operator's entry for the cgroup at path (canonical, as the kernel gives it) whose
+ * directory is (dev, id): the first that names the same path once canonical, or a directory with
+ * the same device and inode (another spelling, another mount). Its index, or -1. */
+int ta_agent_priority_find(const struct ta_agent_priority *p, unsigned n, const char *path,
+			   uint64_t id, uint64_t dev);
 struct ta_agent_lend_config {
 	uint64_t reserve;   /* bytes of an idle share kept for its owner's growth */
 	uint64_t expiry_ns; /* how long a round's loans hold without the next */
@@ -256,13 +262,20 @@ void ta_agent_segments_lend_stats(const struct ta_agent_segments *set,
 				  struct ta_agent_lend_stats *out);
 /* Where the nodes' meminfo files are (tests): /sys/devices/system/node by default. */
 void ta_agent_segments_set_node_dir(struct ta_agent_segments *set, const char *dir);
-/* The cgroups of the known segments (with two tiers or more) as their headers name them, for
- * the reclaim policy: at most max. The path is the segment owner's word; the caller checks it
- * against cgroup_id. */
+/* Where the agent's own /proc is and where cgroup2 is mounted ("": nowhere), for the segments of
+ * its own /dev/shm (tests: fixtures): /proc and the mount /proc/self/mountinfo shows by
+ * default. Before the first rescan. */
+void ta_agent_segments_set_proc(struct ta_agent_segments *set, const char *proc_dir,
+				const char *cg_mount);
+/* The cgroups of the known segments (with two tiers or more), for the reclaim policy: at most
+ * max. Only a segment whose live, attached processes are in the cgroup its header names (their
+ * /proc/PID/cgroup, checked every rescan), and the path and id are the kernel's, not the
+ * header's. */
 struct ta_agent_cgroup {
-	char path[TA_SHM_PATH_MAX + 1];
-	uint64_t cgroup_id;
-	bool have_priority; /* a lending block: TIERALLOC_PRIORITY */
+	char path[TA_SHM_PATH_MAX + 1]; /* canonical, under the cgroup2 mount */
+	uint64_t cgroup_id;		/* its directory's inode */
+	uint64_t dev;			/* and device */
+	bool have_priority;		/* a lending block: TIERALLOC_PRIORITY */
 	uint32_t priority;
 	uint64_t steered; /* the fast tier's steered_away (times) */
 };

@@ -13,9 +13,9 @@ agent_tierallocd_SOURCES = agent/tierallocd.c agent/agent.h agent/tally.c agent/
 	src/quota/shm_abi.c src/enforce/heatfile.c src/enforce/heatfile.h
 nodist_agent_tierallocd_SOURCES = bpf/migrations.skel.h bpf/steals.skel.h
 agent_tierallocd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/bpf -I$(top_srcdir)/bpf \
-	-I$(top_srcdir)/agent -I$(top_srcdir)/tools
+	-I$(top_srcdir)/agent -I$(top_srcdir)/tools -I$(top_srcdir)/common
 agent_tierallocd_CFLAGS = $(AM_CFLAGS) $(LIBBPF_CFLAGS) $(LIBCGROUP_CFLAGS)
-agent_tierallocd_LDADD = $(LIBBPF_LIBS) $(LIBCGROUP_LIBS) -lpthread
+agent_tierallocd_LDADD = common/libtacommon.la $(LIBBPF_LIBS) $(LIBCGROUP_LIBS) -lpthread
 CLEANFILES += agent/tierallocd.service
 
 # The systemd unit, with the installed paths of the agent and of the README its Documentation=

@@ -360,8 +360,8 @@ static struct entry *entry_of(struct ta_reclaim *r, const char *path)
 	return e;
 }
 
-/* A segment's cgroup path is its owner's word: kept only when that directory is the cgroup the
- * segment belongs to (a v2 cgroup's id is its directory's inode). */
+/* A segment's cgroup as the kernel gave it (segments.c checks the header against it): still that
+ * directory (a v2 cgroup's id is its directory's inode), under the cgroup file system. */
 static bool path_is(const char *path, uint64_t cgroup_id)
 {
 	struct stat st;
@@ -445,15 +445,21 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 			    : 0;
 	uint64_t steered[TA_PRESS_MAX] = { 0 };
 	for (unsigned s = 0; s < nseg; s++) {
-		if (!path_is(r->segs[s].path, r->segs[s].cgroup_id))
+		/* The kernel's path and id of the cgroup the segment's processes are in
+		 * (segments.c); the operator's entry for that directory, under any spelling, is
+		 * the one it joins, and the operator's priority stands. */
+		const struct ta_agent_cgroup *c = &r->segs[s];
+		if (!path_is(c->path, c->cgroup_id))
 			continue;
-		struct entry *e = entry_of(r, r->segs[s].path);
+		int q = ta_agent_priority_find(cfg->priorities, cfg->npriorities, c->path,
+					       c->cgroup_id, c->dev);
+		struct entry *e = entry_of(r, q >= 0 ? cfg->priorities[q].cgroup : c->path);
 		if (e == NULL)
 			continue;
-		steered[e - r->e] = r->segs[s].steered;
+		steered[e - r->e] = c->steered;
 		if (!e->seen) {
 			e->seen = true;
-			e->priority = r->segs[s].have_priority ? r->segs[s].priority : 0;
+			e->priority = c->have_priority ? c->priority : 0;
 		}
 	}
 	/* Those no longer named are forgotten (but while a write to them is queued, or they are

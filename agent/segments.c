@@ -42,12 +42,15 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "cgpath.h"
 #include "prom.h"
 #include "quota/shm.h"
+#include "walk.h"
 
 static uint64_t monotonic_ns(void);
 
@@ -68,6 +71,24 @@ const struct ta_agent_limits ta_agent_default_limits = {
 	.opens_per_dir = 256,
 	.retry_rescans = 30, /* a minute at the default 2 s */
 	.max_refused = 65536,
+};
+
+/* What the kernel says of a segment's cgroup (verify()). */
+enum cg_state {
+	CG_UNKNOWN = 0, /* no live process of its owner maps it (yet): nothing to ask the kernel */
+	CG_OK,		/* its header names the cgroup its processes are in */
+	CG_FORGED,	/* its header names another cgroup: ignored by the policies */
+	CG_NONE,	/* its header names none (cgroup v1), or the kernel shows no cgroup v2 */
+};
+
+/* The /proc of another mount namespace's processes, shared by the segments found there: walked
+ * from its root without links, on procfs, and showing the pid namespace of the process it was
+ * reached through. */
+struct nsproc {
+	struct nsproc *next;
+	int via; /* the pid (ours) its root was reached through */
+	int fd;
+	unsigned refs;
 };
 
 /* A file's identity and version: a refused one is looked at again when any of it changes. */
@@ -99,7 +120,7 @@ struct segment {
 	const char *map; /* PROT_READ: addresses for FUTEX_WAKE only, never dereferenced */
 	size_t size;
 	char path[200];
-	char proc[200]; /* the /proc of its processes' pid namespace */
+	struct nsproc *ns; /* the /proc of its processes' pid namespace; NULL: the agent's own */
 	bool seen;
 	unsigned live_round; /* the rescan whose liveness check live holds, 0: none */
 	bool live;
@@ -131,6 +152,16 @@ struct segment {
 	uint64_t lend_base[TA_SHM_MAX_TIERS];
 	uint64_t hold_until[TA_SHM_MAX_TIERS], hold_used[TA_SHM_MAX_TIERS];
 	char cgroup_path[TA_SHM_PATH_MAX + 1]; /* from the header when it was kept */
+	/* The cgroup its live, attached processes are in, as the kernel says (verify()): what the
+	 * policies act on, rank and lend to. The header's cgroup is only checked against it. */
+	enum cg_state cg_state;
+	unsigned verified_round;
+	char cg_path[TA_SHM_PATH_MAX + 1]; /* canonical, under the cgroup2 mount */
+	uint64_t cg_id;			   /* its directory's inode */
+	dev_t cg_dev;
+	uint32_t cg_pid; /* the process that showed it, and its start time */
+	uint64_t cg_start;
+	char cg_said[TA_SHM_PATH_MAX + 64]; /* the last refusal said (one line per change) */
 };
 
 /* A file that was opened and not kept. */
@@ -160,6 +191,12 @@ struct ta_agent_segments {
 	struct owner *owners[BUCKETS];
 	const char *node_dir; /* where the nodes' meminfo is: /sys/devices/system/node */
 	struct ta_agent_lend_stats lend;
+	/* The agent's own /proc (for the segments of its own namespace) and the cgroup2 mount
+	 * ("": none), which the tests replace with fixtures. */
+	char proc_dir[256];
+	char cg_mount[256];
+	struct nsproc *nsprocs;
+	struct nsproc no_proc; /* another namespace's, when none could be trusted: fd -1 */
 };
 
 static uint64_t realtime_ns(void)
@@ -250,13 +287,36 @@ static void refuse(struct ta_agent_segments *set, const struct file_id *id)
 
 /* ---- liveness ---- */
 
-/* The start time (field 22) and owner of <proc>/<pid>; false if there is no such process. */
-static bool proc_stat(const char *proc, uint32_t pid, uint64_t *start, uid_t *uid)
+/* A file of process pid in the /proc of ns (NULL: the agent's own): -1 if it cannot be opened.
+ * Another namespace's files are opened beneath its /proc without a link or a mount crossing,
+ * and only from procfs: its owner decides what else is mounted there. */
+static int proc_file(const struct ta_agent_segments *set, const struct nsproc *ns, uint32_t pid,
+		     const char *file)
 {
-	char path[256], text[1024];
-	if ((size_t)snprintf(path, sizeof(path), "%s/%u/stat", proc, pid) >= sizeof(path))
-		return false;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	char rel[64];
+	snprintf(rel, sizeof(rel), "%u/%s", pid, file);
+	if (ns == NULL) {
+		char path[sizeof(set->proc_dir) + 64];
+		snprintf(path, sizeof(path), "%s/%s", set->proc_dir, rel);
+		return open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	}
+	if (ns->fd < 0)
+		return -1;
+	int fd = ta_walk_file(ns->fd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+	struct statfs fs;
+	if (fd >= 0 && (fstatfs(fd, &fs) != 0 || fs.f_type != PROC_SUPER_MAGIC)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* The start time (field 22) and owner of a process; false if there is no such process. */
+static bool proc_stat(const struct ta_agent_segments *set, const struct nsproc *ns, uint32_t pid,
+		      uint64_t *start, uid_t *uid)
+{
+	char text[1024];
+	int fd = proc_file(set, ns, pid, "stat");
 	if (fd < 0)
 		return false;
 	struct stat st;
@@ -275,7 +335,8 @@ static bool proc_stat(const char *proc, uint32_t pid, uint64_t *start, uid_t *ui
 /* Whether a slot of the file holds a live process of the file's owner: its pid, with the start
  * time the slot recorded, in the /proc of the segment's namespace. */
 static bool slots_live(struct ta_agent_segments *set, int fd, const struct file_id *id,
-		       const char *proc, uint32_t slots_off, uint32_t slot_size, uint32_t nslots)
+		       const struct nsproc *ns, uint32_t slots_off, uint32_t slot_size,
+		       uint32_t nslots)
 {
 	size_t len = (size_t)nslots * slot_size;
 	if (len > SLOTS_READ_MAX)
@@ -294,7 +355,7 @@ static bool slots_live(struct ta_agent_segments *set, int fd, const struct file_
 		uid_t uid;
 		if (pid == 0 || pid > INT32_MAX || want == 0)
 			continue;
-		live = proc_stat(proc, pid, &start, &uid) && start == want && uid == id->owner;
+		live = proc_stat(set, ns, pid, &start, &uid) && start == want && uid == id->owner;
 	}
 	free(slots);
 	return live;
@@ -303,11 +364,197 @@ static bool slots_live(struct ta_agent_segments *set, int fd, const struct file_
 static bool segment_live(struct ta_agent_segments *set, struct segment *s)
 {
 	if (s->live_round != set->round) {
-		s->live = slots_live(set, s->fd, &s->id, s->proc, s->slots_off, s->slot_size,
-				     s->max_slots);
+		s->live =
+		    slots_live(set, s->fd, &s->id, s->ns, s->slots_off, s->slot_size, s->max_slots);
 		s->live_round = set->round;
 	}
 	return s->live;
+}
+
+/* ---- the cgroup, as the kernel says ---- */
+
+/* The cgroup2 mount point from our mountinfo into out ("" without one). */
+static void cg_mount_find(char *out, size_t len)
+{
+	out[0] = '\0';
+	int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	size_t cap = 1u << 20, used = 0;
+	char *text = malloc(cap);
+	ssize_t n = 0;
+	while (text != NULL && used + 1 < cap && (n = read(fd, text + used, cap - 1 - used)) > 0)
+		used += (size_t)n;
+	close(fd);
+	if (text == NULL)
+		return;
+	text[used] = '\0';
+	if (ta_cgpath_mount_v2(text, out, len) != 0)
+		out[0] = '\0';
+	free(text);
+}
+
+/* Whether process pid maps the file (dev, ino): attached to the segment, not only named in it. */
+static bool maps_file(const struct ta_agent_segments *set, const struct nsproc *ns, uint32_t pid,
+		      dev_t dev, ino_t ino)
+{
+	int fd = proc_file(set, ns, pid, "maps");
+	FILE *f = fd >= 0 ? fdopen(fd, "re") : NULL;
+	if (f == NULL) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	char line[512];
+	bool found = false, line_start = true;
+	/* "start-end perms offset major:minor inode path"; the rest of a line too long for the
+	 * buffer (a long path, which the process names) is not a line of its own. */
+	while (!found && fgets(line, sizeof(line), f) != NULL) {
+		unsigned maj, min;
+		unsigned long long inode;
+		if (line_start && sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &inode) == 3)
+			found = inode == (unsigned long long)ino && maj == major(dev) &&
+				min == minor(dev);
+		line_start = strchr(line, '\n') != NULL;
+	}
+	fclose(f);
+	return found;
+}
+
+/* The cgroup v2 path of process pid (from the hierarchy's root) into out: 0, or -1. */
+static int proc_cgroup(const struct ta_agent_segments *set, const struct nsproc *ns, uint32_t pid,
+		       char *out, size_t len)
+{
+	char text[8192];
+	int fd = proc_file(set, ns, pid, "cgroup");
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	text[n] = '\0';
+	return ta_cgpath_proc_v2(text, out, len);
+}
+
+/* in for a line of the agent's output: a byte that is not printable ASCII becomes '?' (the
+ * owner wrote it). */
+static void printable(const char *in, char *out, size_t len)
+{
+	size_t i = 0;
+	for (; in[i] != '\0' && i + 1 < len; i++)
+		out[i] = in[i] >= 0x20 && in[i] < 0x7f ? in[i] : '?';
+	out[i] = '\0';
+}
+
+/* Whether the header's path names the kernel's cgroup kpath (canonical): the same path once
+ * canonical, or, from a container in a cgroup namespace of its own (which sees its cgroup at
+ * its /sys/fs/cgroup), a path below /sys/fs/cgroup that ends the kernel's, component by
+ * component. Any other spelling or directory is the owner's invention. */
+static bool header_path_names(const char *header, const char *kpath, const char *mount)
+{
+	if (header[0] == '\0')
+		return true; /* the id alone was declared */
+	char canon[TA_SHM_PATH_MAX + 1];
+	if (ta_cgpath_canon(header, canon, sizeof(canon)) != 0)
+		return false;
+	if (strcmp(canon, kpath) == 0)
+		return true;
+	static const char base[] = "/sys/fs/cgroup";
+	size_t blen = sizeof(base) - 1, mlen = strlen(mount);
+	if (strncmp(canon, base, blen) != 0 || (canon[blen] != '/' && canon[blen] != '\0') ||
+	    strncmp(kpath, mount, mlen) != 0)
+		return false;
+	const char *tail = canon[blen] == '\0' ? "/" : canon + blen;
+	const char *krel = kpath[mlen] == '\0' ? "/" : kpath + mlen;
+	return ta_cgpath_ends_with(krel, tail);
+}
+
+/*
+ * The cgroup the segment's processes are in, from the kernel: the first slot whose process is
+ * live (pid and start time), of the file's owner and maps the file gives its /proc/PID/cgroup
+ * ("0::/path"), resolved under the cgroup2 mount. The header's cgroup id must be that
+ * directory's inode and its path must name it (header_path_names); otherwise the segment is
+ * forged, and the policies ignore it (one line says so, once per change).
+ *
+ * Asked again every rescan: while the process that showed the cgroup lives and is still there,
+ * its /proc/PID/cgroup alone is read. Only the first check, part of a file's opening, counts in
+ * the rescan's bytes read (the budget of ta_agent_limits is per file opened).
+ */
+static void verify(struct ta_agent_segments *set, struct segment *s, bool opening)
+{
+	char rel[TA_SHM_PATH_MAX + 1], kpath[TA_SHM_PATH_MAX + 1];
+	uint64_t start;
+	uid_t uid;
+	s->verified_round = set->round;
+	if (s->cg_state == CG_OK && proc_stat(set, s->ns, s->cg_pid, &start, &uid) &&
+	    start == s->cg_start && uid == s->id.owner &&
+	    proc_cgroup(set, s->ns, s->cg_pid, rel, sizeof(rel)) == 0 &&
+	    ta_cgpath_join(set->cg_mount, rel, kpath, sizeof(kpath)) == 0 &&
+	    strcmp(kpath, s->cg_path) == 0)
+		return;
+	s->cg_state = CG_UNKNOWN;
+	if (s->cgroup_id == 0) {
+		s->cg_state = CG_NONE; /* cgroup v1, or no cgroup: nothing to act on */
+		return;
+	}
+	size_t len = (size_t)s->max_slots * s->slot_size;
+	char *slots = len <= SLOTS_READ_MAX ? malloc(len) : NULL;
+	if (slots == NULL || pread(s->fd, slots, len, s->slots_off) != (ssize_t)len) {
+		free(slots);
+		return;
+	}
+	if (opening)
+		set->cur.bytes_read += len;
+	uint32_t pid = 0;
+	for (unsigned i = 0; i < s->max_slots && pid == 0; i++) {
+		struct ta_shm_slot *slot = (void *)(slots + (size_t)i * s->slot_size);
+		uint32_t p = atomic_load(&slot->pid);
+		uint64_t want = atomic_load(&slot->start_time);
+		if (p == 0 || p > INT32_MAX || want == 0 ||
+		    !proc_stat(set, s->ns, p, &start, &uid) || start != want ||
+		    uid != s->id.owner || !maps_file(set, s->ns, p, s->id.dev, s->id.ino))
+			continue;
+		if (proc_cgroup(set, s->ns, p, rel, sizeof(rel)) != 0)
+			rel[0] = '\0';
+		pid = p;
+		s->cg_start = start;
+	}
+	free(slots);
+	if (pid == 0)
+		return;
+	char said[sizeof(s->cg_said)];
+	struct stat st;
+	if (rel[0] == '\0' || set->cg_mount[0] == '\0' ||
+	    ta_cgpath_join(set->cg_mount, rel, kpath, sizeof(kpath)) != 0 ||
+	    stat(kpath, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		s->cg_state = CG_FORGED;
+		snprintf(said, sizeof(said), "its process %u is in no cgroup v2 the agent sees",
+			 pid);
+	} else if ((uint64_t)st.st_ino != s->cgroup_id ||
+		   !header_path_names(s->cgroup_path, kpath, set->cg_mount)) {
+		s->cg_state = CG_FORGED;
+		snprintf(said, sizeof(said), "its process %u is in %s (id %llu)", pid, kpath,
+			 (unsigned long long)st.st_ino);
+	} else {
+		s->cg_state = CG_OK;
+		snprintf(s->cg_path, sizeof(s->cg_path), "%s", kpath);
+		s->cg_id = (uint64_t)st.st_ino;
+		s->cg_dev = st.st_dev;
+		s->cg_pid = pid;
+		s->cg_said[0] = '\0';
+		return;
+	}
+	if (strcmp(said, s->cg_said) != 0) {
+		memcpy(s->cg_said, said, sizeof(said));
+		char name[sizeof(s->path)], named[sizeof(s->cgroup_path)];
+		printable(s->path, name, sizeof(name));
+		printable(s->cgroup_path[0] != '\0' ? s->cgroup_path : "-", named, sizeof(named));
+		printf("tierallocd: segment %s names cgroup %s (id %llu), but %s: ignored by the "
+		       "policies\n",
+		       name, named, (unsigned long long)s->cgroup_id, said);
+		fflush(stdout);
+	}
 }
 
 /* Which segment to keep first: root's, then one with live processes. */
@@ -369,11 +616,25 @@ static bool take_header(struct ta_agent_segments *set, struct segment *s)
 	return true;
 }
 
-static void segment_free(struct segment *s)
+static void nsproc_put(struct ta_agent_segments *set, struct nsproc *ns)
+{
+	if (ns == NULL || ns == &set->no_proc || --ns->refs > 0)
+		return;
+	for (struct nsproc **p = &set->nsprocs; *p != NULL; p = &(*p)->next)
+		if (*p == ns) {
+			*p = ns->next;
+			break;
+		}
+	close(ns->fd);
+	free(ns);
+}
+
+static void segment_free(struct ta_agent_segments *set, struct segment *s)
 {
 	if (s->map != NULL)
 		munmap((void *)s->map, s->size);
 	close(s->fd);
+	nsproc_put(set, s->ns);
 	free(s);
 }
 
@@ -398,7 +659,7 @@ static void evict(struct ta_agent_segments *set, struct segment *s, bool verbose
 	if (fstat(s->fd, &st) == 0 && st.st_ino == s->id.ino && st.st_dev == s->id.dev)
 		s->id = file_id_of(&st);
 	remember(set, &s->id);
-	segment_free(s);
+	segment_free(set, s);
 }
 
 /* A kept segment to give up for one of rank r: one ranked below r, of that owner only when
@@ -425,7 +686,7 @@ static bool could_keep(struct ta_agent_segments *set, struct owner *o, uid_t uid
 	       victim(set, rank(uid, true), false, uid) != NULL;
 }
 
-static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, const char *proc,
+static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, struct nsproc *ns,
 		     const char *name, unsigned *dir_opened, bool verbose)
 {
 	/* First what costs no open: type, links, size, owner, and whether it is known. */
@@ -490,10 +751,12 @@ static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, 
 	s->id = id;
 	s->size = (size_t)st.st_size;
 	snprintf(s->path, sizeof(s->path), "%s/%s", dir, name);
-	snprintf(s->proc, sizeof(s->proc), "%s", proc);
+	s->ns = ns;
+	if (ns != NULL && ns != &set->no_proc)
+		ns->refs++;
 	if (!take_header(set, s)) {
 		refuse(set, &id);
-		segment_free(s);
+		segment_free(set, s);
 		return;
 	}
 	/* At a limit: kept only in place of a worse segment. */
@@ -503,14 +766,14 @@ static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, 
 		struct segment *v = victim(set, rank(st.st_uid, s->live), owner_full, st.st_uid);
 		if (v == NULL) {
 			refuse(set, &id);
-			segment_free(s);
+			segment_free(set, s);
 			return;
 		}
 		evict(set, v, verbose);
 	}
 	void *map = mmap(NULL, s->size, PROT_READ, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
-		segment_free(s);
+		segment_free(set, s);
 		return;
 	}
 	s->map = map;
@@ -522,13 +785,13 @@ static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, 
 	if (verbose)
 		printf("tierallocd: segment %s: cgroup %llu, %u tiers\n", s->path,
 		       (unsigned long long)s->cgroup_id, s->ntiers);
+	verify(set, s, true);
 }
 
-static void scan_dir(struct ta_agent_segments *set, const char *dir, const char *proc, bool verbose)
+/* dirfd: the directory, open for reading and checked (on tmpfs); it is closed. */
+static void scan_dir(struct ta_agent_segments *set, int dirfd, const char *dir, struct nsproc *ns,
+		     bool verbose)
 {
-	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0)
-		return;
 	DIR *d = fdopendir(dirfd);
 	if (d == NULL) {
 		close(dirfd);
@@ -539,9 +802,68 @@ static void scan_dir(struct ta_agent_segments *set, const char *dir, const char 
 	while ((e = readdir(d)) != NULL)
 		if (strncmp(e->d_name, "tieralloc-", 10) == 0) {
 			set->cur.entries++;
-			consider(set, dirfd, dir, proc, e->d_name, &opened, verbose);
+			consider(set, dirfd, dir, ns, e->d_name, &opened, verbose);
 		}
 	closedir(d);
+}
+
+/* Process via's innermost pid (the last of NSpid in our /proc), 0 when it cannot be told. */
+static unsigned long inner_pid(int via)
+{
+	char path[64], text[4096];
+	snprintf(path, sizeof(path), "/proc/%d/status", via);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	text[n] = '\0';
+	const char *line = strstr(text, "\nNSpid:");
+	unsigned long inner = 0;
+	for (const char *p = line != NULL ? line + 7 : ""; *p != '\0' && *p != '\n';) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (*p < '0' || *p > '9')
+			break;
+		char *end;
+		inner = strtoul(p, &end, 10);
+		p = end;
+	}
+	return inner <= INT32_MAX ? inner : 0;
+}
+
+/* The /proc of the mount namespace reached through process via, shared: walked from its root
+ * without links (ta_walk_root), on procfs, and trusted only if it shows via itself (its
+ * innermost pid there, with the start time our /proc gives): then the pids in the slots of that
+ * namespace's segments are looked up in the pid namespace their processes wrote them from;
+ * &set->no_proc when it is not so (their processes count as not live). */
+static struct nsproc *nsproc_get(struct ta_agent_segments *set, int via)
+{
+	for (struct nsproc *ns = set->nsprocs; ns != NULL; ns = ns->next)
+		if (ns->via == via) {
+			ns->refs++;
+			return ns;
+		}
+	struct nsproc *ns = calloc(1, sizeof(*ns));
+	if (ns == NULL)
+		return &set->no_proc;
+	ns->via = via;
+	ns->fd = ta_walk_root(via, "proc", PROC_SUPER_MAGIC);
+	uint64_t ours, theirs;
+	uid_t uid;
+	unsigned long inner = inner_pid(via);
+	if (ns->fd < 0 || inner == 0 || !proc_stat(set, NULL, (uint32_t)via, &ours, &uid) ||
+	    !proc_stat(set, ns, (uint32_t)inner, &theirs, &uid) || ours != theirs) {
+		if (ns->fd >= 0)
+			close(ns->fd);
+		free(ns);
+		return &set->no_proc;
+	}
+	ns->refs = 1;
+	ns->next = set->nsprocs;
+	set->nsprocs = ns;
+	return ns;
 }
 
 /* One /proc/<pid>/root/dev/shm per mount namespace other than ours. */
@@ -560,20 +882,27 @@ static void scan_namespaces(struct ta_agent_segments *set, bool verbose)
 	while ((e = readdir(proc)) != NULL) {
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
-		char path[300], their_proc[300];
-		struct stat ns;
+		char path[300];
+		struct stat mnt;
 		snprintf(path, sizeof(path), "/proc/%s/ns/mnt", e->d_name);
-		if (stat(path, &ns) != 0 || ns.st_ino == own.st_ino)
+		if (stat(path, &mnt) != 0 || mnt.st_ino == own.st_ino)
 			continue;
 		bool dup = false;
 		for (unsigned i = 0; i < nseen && !dup; i++)
-			dup = seen[i] == ns.st_ino;
+			dup = seen[i] == mnt.st_ino;
 		if (dup || nseen == MAX_NS)
 			continue;
-		seen[nseen++] = ns.st_ino;
+		seen[nseen++] = mnt.st_ino;
 		snprintf(path, sizeof(path), "/proc/%s/root/dev/shm", e->d_name);
-		snprintf(their_proc, sizeof(their_proc), "/proc/%s/root/proc", e->d_name);
-		scan_dir(set, path, their_proc, verbose);
+		/* Without following a link (theirs would resolve in our root) and never into a
+		 * file system that is not a tmpfs: a FUSE server could hold the agent forever. */
+		int via = atoi(e->d_name);
+		int dirfd = ta_walk_root(via, "dev/shm", TMPFS_MAGIC);
+		if (dirfd < 0)
+			continue;
+		struct nsproc *ns = nsproc_get(set, via);
+		scan_dir(set, dirfd, path, ns, verbose);
+		nsproc_put(set, ns);
 	}
 	closedir(proc);
 }
@@ -588,12 +917,22 @@ struct ta_agent_segments *ta_agent_segments_new(const char *const *dirs, bool sc
 	set->started_ns = realtime_ns();
 	set->limits = ta_agent_default_limits;
 	set->node_dir = "/sys/devices/system/node";
+	set->no_proc.fd = -1;
+	snprintf(set->proc_dir, sizeof(set->proc_dir), "/proc");
+	cg_mount_find(set->cg_mount, sizeof(set->cg_mount));
 	return set;
 }
 
 void ta_agent_segments_set_node_dir(struct ta_agent_segments *set, const char *dir)
 {
 	set->node_dir = dir;
+}
+
+void ta_agent_segments_set_proc(struct ta_agent_segments *set, const char *proc_dir,
+				const char *cg_mount)
+{
+	snprintf(set->proc_dir, sizeof(set->proc_dir), "%s", proc_dir);
+	snprintf(set->cg_mount, sizeof(set->cg_mount), "%s", cg_mount);
 }
 
 void ta_agent_segments_set_limits(struct ta_agent_segments *set, const struct ta_agent_limits *l)
@@ -618,10 +957,17 @@ void ta_agent_segments_rescan(struct ta_agent_segments *set, bool verbose)
 		for (struct owner *o = set->owners[b]; o != NULL; o = o->next)
 			o->opened = 0;
 	}
-	for (const char *const *dir = set->dirs; *dir != NULL; dir++)
-		scan_dir(set, *dir, "/proc", verbose);
+	for (const char *const *dir = set->dirs; *dir != NULL; dir++) {
+		int dirfd = ta_walk_own(*dir, TMPFS_MAGIC);
+		if (dirfd >= 0)
+			scan_dir(set, dirfd, *dir, NULL, verbose);
+	}
 	if (set->scan_proc)
 		scan_namespaces(set, verbose);
+	/* Its processes may have come, gone or moved: asked again every rescan. */
+	for (struct segment *s = set->list; s != NULL; s = s->next)
+		if (s->seen && s->verified_round != set->round)
+			verify(set, s, false);
 	/* A segment no longer in any directory was removed (or its container is gone). */
 	for (struct segment **p = &set->list; *p != NULL;) {
 		struct segment *s = *p;
@@ -636,7 +982,7 @@ void ta_agent_segments_rescan(struct ta_agent_segments *set, bool verbose)
 		if (o != NULL && o->kept > 0)
 			o->kept--;
 		set->nkept--;
-		segment_free(s);
+		segment_free(set, s);
 	}
 	/* Forget what is gone, and owners with nothing kept. */
 	for (unsigned b = 0; b < BUCKETS; b++) {
@@ -854,7 +1200,7 @@ static bool lend_read(struct ta_agent_segments *set, struct lend_view *v)
 		v->steered[t] = atomic_load(&r->steered_away);
 		v->capacity[t] = atomic_load(&r->capacity);
 	}
-	v->live = slots_live(set, s->fd, &s->id, s->proc, s->slots_off, s->slot_size, s->max_slots);
+	v->live = slots_live(set, s->fd, &s->id, s->ns, s->slots_off, s->slot_size, s->max_slots);
 	/* An agent started while an earlier one's loans are live goes on from them; the file is
 	 * its user's, so a loan larger than the tier is not believed. */
 	if (!s->lend_seen) {
@@ -965,11 +1311,15 @@ static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsign
 			uint64_t below = 0;
 			for (unsigned u = t + 1; u < s->ntiers; u++)
 				below += v[j].charged[u];
-			uint32_t prio = atomic_load(&v[j].block.priority);
-			for (unsigned q = 0; q < cfg->npriorities; q++)
-				if (s->cgroup_path[0] != '\0' &&
-				    strcmp(cfg->priorities[q].cgroup, s->cgroup_path) == 0)
-					prio = cfg->priorities[q].priority;
+			/* The operator's word only for the cgroup the kernel puts the segment's
+			 * processes in; the segment's own word otherwise. */
+			int q =
+			    s->cg_state == CG_OK
+				? ta_agent_priority_find(cfg->priorities, cfg->npriorities,
+							 s->cg_path, s->cg_id, (uint64_t)s->cg_dev)
+				: -1;
+			uint32_t prio = q >= 0 ? cfg->priorities[q].priority
+					       : atomic_load(&v[j].block.priority);
 			cg[m] = (struct ta_lend_cg){
 				.share = v[j].share[t],
 				.used = v[j].used[t],
@@ -1057,12 +1407,22 @@ static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsign
 	}
 }
 
+/* Whether a segment takes part in the lending rounds: only as the cgroup its live, attached
+ * processes are in (the operator's --priority for that cgroup applies), or, on a machine without
+ * cgroup v2, one that names none. A segment that names a cgroup its processes are not in, names
+ * none on a cgroup v2 machine, or has no live attached process, neither lends nor borrows (its
+ * loans lapse): none of these could take a priority the operator did not give its cgroup. */
+static bool lends(const struct ta_agent_segments *set, const struct segment *s)
+{
+	return s->cg_state == CG_OK || (s->cg_state == CG_NONE && set->cg_mount[0] == '\0');
+}
+
 void ta_agent_segments_lend(struct ta_agent_segments *set, const struct ta_agent_lend_config *cfg,
 			    bool verbose)
 {
 	unsigned n = 0;
 	for (struct segment *s = set->list; s != NULL; s = s->next)
-		if (s->lend_off != 0)
+		if (s->lend_off != 0 && lends(set, s))
 			n++;
 	if (n == 0)
 		return;
@@ -1075,7 +1435,7 @@ void ta_agent_segments_lend(struct ta_agent_segments *set, const struct ta_agent
 	}
 	unsigned i = 0;
 	for (struct segment *s = set->list; s != NULL && i < n; s = s->next) {
-		if (s->lend_off == 0)
+		if (s->lend_off == 0 || !lends(set, s))
 			continue;
 		v[i].s = s;
 		v[i].ok = lend_read(set, &v[i]);
@@ -1137,7 +1497,7 @@ static void count_slots(struct ta_agent_segments *set, struct segment *s,
 		uid_t uid;
 		if (pid == 0 || pid == UINT32_MAX)
 			continue;
-		if (pid > INT32_MAX || !proc_stat(s->proc, pid, &start, &uid) ||
+		if (pid > INT32_MAX || !proc_stat(set, s->ns, pid, &start, &uid) ||
 		    (want != 0 && start != want)) {
 			p->dead_slots++;
 			continue;
@@ -1300,7 +1660,7 @@ unsigned ta_agent_segments_procs(struct ta_agent_segments *set, struct ta_agent_
 {
 	unsigned n = 0;
 	for (struct segment *s = set->list; s != NULL && n < max; s = s->next) {
-		if (strcmp(s->proc, "/proc") != 0)
+		if (s->ns != NULL || strcmp(set->proc_dir, "/proc") != 0)
 			continue;
 		size_t len = (size_t)s->max_slots * s->slot_size;
 		char *slots = len <= SLOTS_READ_MAX ? malloc(len) : NULL;
@@ -1314,7 +1674,7 @@ unsigned ta_agent_segments_procs(struct ta_agent_segments *set, struct ta_agent_
 			uint64_t want = atomic_load(&slot->start_time), start;
 			uid_t uid;
 			if (pid == 0 || pid > INT32_MAX || want == 0 ||
-			    !proc_stat("/proc", pid, &start, &uid) || start != want ||
+			    !proc_stat(set, NULL, pid, &start, &uid) || start != want ||
 			    (s->id.owner != 0 && uid != s->id.owner))
 				continue;
 			bool dup = false;
@@ -1333,7 +1693,7 @@ unsigned ta_agent_segments_cgroups(struct ta_agent_segments *set, struct ta_agen
 {
 	unsigned n = 0;
 	for (struct segment *s = set->list; s != NULL && n < max; s = s->next) {
-		if (s->cgroup_path[0] == '\0' || s->cgroup_id == 0 || s->ntiers < 2)
+		if (s->cg_state != CG_OK || s->ntiers < 2)
 			continue;
 		struct ta_agent_cgroup *c = &out[n];
 		memset(c, 0, sizeof(*c));
@@ -1348,11 +1708,25 @@ unsigned ta_agent_segments_cgroups(struct ta_agent_segments *set, struct ta_agen
 			c->have_priority = true;
 			c->priority = prio <= TA_SHM_LEND_PRIORITY_MAX ? prio : 0;
 		}
-		snprintf(c->path, sizeof(c->path), "%s", s->cgroup_path);
-		c->cgroup_id = s->cgroup_id;
+		snprintf(c->path, sizeof(c->path), "%s", s->cg_path);
+		c->cgroup_id = s->cg_id;
+		c->dev = (uint64_t)s->cg_dev;
 		n++;
 	}
 	return n;
+}
+
+int ta_agent_priority_find(const struct ta_agent_priority *p, unsigned n, const char *path,
+			   uint64_t id, uint64_t dev)
+{
+	for (unsigned q = 0; q < n; q++) {
+		struct stat st;
+		if (ta_cgpath_same(p[q].cgroup, path) ||
+		    (stat(p[q].cgroup, &st) == 0 && S_ISDIR(st.st_mode) &&
+		     (uint64_t)st.st_ino == id && (uint64_t)st.st_dev == dev))
+			return (int)q;
+	}
+	return -1;
 }
 
 bool ta_agent_segments_has(const struct ta_agent_segments *set, uint64_t cgroup_id)
@@ -1370,7 +1744,7 @@ void ta_agent_segments_free(struct ta_agent_segments *set)
 	while (set->list != NULL) {
 		struct segment *s = set->list;
 		set->list = s->next;
-		segment_free(s);
+		segment_free(set, s);
 	}
 	for (unsigned b = 0; b < BUCKETS; b++) {
 		while (set->refused[b] != NULL) {

@@ -67,6 +67,7 @@
 
 #include "agent.h"
 #include "cgctl.h"
+#include "cgpath.h"
 #include "protector.h"
 #include "status.h"
 #include "steals.h"
@@ -311,6 +312,7 @@ struct options {
 	uint64_t reclaim_step; /* bytes */
 	bool reclaim_no_cap;
 	struct ta_agent_priority priorities[TA_AGENT_MAX_PRIORITIES];
+	char priority_paths[TA_AGENT_MAX_PRIORITIES][TA_SHM_PATH_MAX + 1]; /* canonical */
 	unsigned npriorities;
 	const char *btf, *metrics, *textfile, *status;
 	const char *protect[TA_PROTECT_MAX];
@@ -511,8 +513,25 @@ static int parse(int argc, char **argv, struct options *o)
 				return 2;
 			}
 			*eq = '\0';
+			/* Compared with the kernel's paths in canonical form: "/a//b/" is "/a/b".
+			 */
+			char *canon = o->priority_paths[o->npriorities];
+			if (ta_cgpath_canon(optarg, canon, TA_SHM_PATH_MAX + 1) != 0) {
+				fprintf(
+				    stderr,
+				    "tierallocd: bad --priority cgroup \"%s\" (an absolute path "
+				    "without \"..\", /sys/fs/cgroup/...)\n",
+				    optarg);
+				return 2;
+			}
+			for (unsigned q = 0; q < o->npriorities; q++)
+				if (strcmp(o->priorities[q].cgroup, canon) == 0) {
+					fprintf(stderr, "tierallocd: --priority %s given twice\n",
+						canon);
+					return 2;
+				}
 			o->priorities[o->npriorities++] =
-			    (struct ta_agent_priority){ optarg, (uint32_t)p };
+			    (struct ta_agent_priority){ canon, (uint32_t)p };
 			break;
 		}
 		case OPT_RECLAIM:

@@ -104,9 +104,9 @@ tests_unit_test_shm_fuzz_LDADD = $(unit_ldadd)
 tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h agent/tally.c \
 	agent/segments.c agent/lend.c agent/agent.h tools/prom.c tools/prom.h
 tests_unit_test_agent_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/bpf -I$(top_srcdir)/agent \
-	-I$(top_srcdir)/tools
+	-I$(top_srcdir)/tools -I$(top_srcdir)/common
 tests_unit_test_agent_CFLAGS = $(unit_cflags)
-tests_unit_test_agent_LDADD = $(unit_ldadd)
+tests_unit_test_agent_LDADD = common/libtacommon.la $(unit_ldadd)
 
 tests_unit_test_backend_SOURCES = tests/unit/test_backend.c tests/lib/test.h
 tests_unit_test_backend_CPPFLAGS = $(unit_cppflags)

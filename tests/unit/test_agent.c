@@ -27,6 +27,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <sys/wait.h>
 #include <sys/syscall.h>
@@ -522,14 +523,93 @@ static uint64_t alarm_of(const char *name)
 	return a;
 }
 
-static void forge_lender_minor(uint16_t minor, uint64_t cgroup_id, uint64_t charged0,
-			       uint64_t charged1)
+/* ---- a stand-in /proc and cgroup2 mount (issue 31) ----
+ * The agent acts only on the cgroup the kernel puts a segment's live, attached processes in: a
+ * cgroup is a directory of fx_cg (its inode is the cgroup id), and a process is a directory of
+ * fx_proc with its stat (start time FX_START, owned by us), cgroup ("0::/path") and maps (the
+ * segment files it maps). */
+#define FX_START 4242ull
+static char fx_proc[64], fx_cg[64];
+
+static void fx_make(void)
 {
-	struct ta_shm_header *h = forge(minor, cgroup_id);
+	snprintf(fx_proc, sizeof(fx_proc), "/tmp/ta-unit-proc-XXXXXX");
+	snprintf(fx_cg, sizeof(fx_cg), "/tmp/ta-unit-cg-XXXXXX");
+	if (mkdtemp(fx_proc) == NULL || mkdtemp(fx_cg) == NULL)
+		test_hard("cannot make the fixtures' directories");
+}
+
+static void fx_remove(void)
+{
+	char cmd[200];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", fx_proc, fx_cg);
+	if (system(cmd) != 0)
+		test_hard("cannot remove the fixtures");
+}
+
+/* The cgroup at fx_cg/rel (made with its parents): its id (the directory's inode). */
+static uint64_t fx_cgroup(const char *rel)
+{
+	char path[200];
+	snprintf(path, sizeof(path), "%s/%s", fx_cg, rel);
+	for (char *p = path + strlen(fx_cg) + 1; (p = strchr(p, '/')) != NULL; p++) {
+		*p = '\0';
+		mkdir(path, 0755);
+		*p = '/';
+	}
+	mkdir(path, 0755);
+	struct stat st;
+	if (stat(path, &st) != 0)
+		test_hard("cannot make %s", path);
+	return (uint64_t)st.st_ino;
+}
+
+static void fx_write(uint32_t pid, const char *file, const char *text)
+{
+	char path[200];
+	snprintf(path, sizeof(path), "%s/%u", fx_proc, pid);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/%u/%s", fx_proc, pid, file);
+	FILE *f = fopen(path, "w");
+	if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0)
+		test_hard("cannot write %s", path);
+}
+
+/* Process pid, in cgroup /rel (of fx_cg), mapping the segment files seg_paths (NULL-ended). */
+static void fx_process(uint32_t pid, const char *rel, const char *const *seg_paths)
+{
+	char text[1024];
+	snprintf(text, sizeof(text), "%u (work) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 %llu 0 0\n",
+		 pid, (unsigned long long)FX_START);
+	fx_write(pid, "stat", text);
+	snprintf(text, sizeof(text), "1:name=systemd:/elsewhere\n0::%s\n", rel);
+	fx_write(pid, "cgroup", text);
+	size_t o = (size_t)snprintf(text, sizeof(text),
+				    "55d0c0000000-55d0c0001000 r-xp 00000000 08:01 1234 "
+				    "/usr/bin/work\n");
+	for (unsigned i = 0; seg_paths != NULL && seg_paths[i] != NULL; i++) {
+		struct stat st;
+		if (stat(seg_paths[i], &st) != 0)
+			test_hard("no %s", seg_paths[i]);
+		o += (size_t)snprintf(text + o, sizeof(text) - o,
+				      "7f%04x000000-7f%04x100000 rw-s 00000000 %02x:%02x %llu %s\n",
+				      i, i, major(st.st_dev), minor(st.st_dev),
+				      (unsigned long long)st.st_ino, seg_paths[i]);
+	}
+	fx_write(pid, "maps", text);
+}
+
+/* A lender's segment of cgroup fx_cg/rel (its id from the directory), its process pid in slot
+ * 3; path: the header's cgroup path (NULL: the canonical one). */
+static void forge_lender_at(uint16_t minor, const char *rel, const char *path, uint32_t pid,
+			    uint64_t charged0, uint64_t charged1)
+{
+	char dflt[200];
+	snprintf(dflt, sizeof(dflt), "%s/%s", fx_cg, rel);
+	struct ta_shm_header *h = forge(minor, fx_cgroup(rel));
 	h->lend_off = TA_SHM_LEND_OFF;
 	h->lend_size = sizeof(struct ta_shm_lend);
-	snprintf(h->cgroup_path, sizeof(h->cgroup_path), "/sys/fs/cgroup/ta-%llu",
-		 (unsigned long long)cgroup_id);
+	snprintf(h->cgroup_path, sizeof(h->cgroup_path), "%s", path != NULL ? path : dflt);
 	struct ta_shm_tier *t = (void *)(seg + TA_SHM_TIERS_OFF);
 	atomic_store(&t[0].limit[TA_LIMIT_HIGH], 300 * MiB);
 	atomic_store(&t[0].limit[TA_LIMIT_MAX], 300 * MiB);
@@ -537,12 +617,8 @@ static void forge_lender_minor(uint16_t minor, uint64_t cgroup_id, uint64_t char
 	atomic_store(&t[0].charged, charged0);
 	atomic_store(&t[1].charged, charged1);
 	struct ta_shm_slot *slot = (void *)(seg + TA_SHM_SLOTS_OFF);
-	atomic_store(&slot[3].start_time, ta_proc_start_time(getpid()));
-}
-
-static void forge_lender(uint64_t cgroup_id, uint64_t charged0, uint64_t charged1)
-{
-	forge_lender_minor(5, cgroup_id, charged0, charged1);
+	atomic_store(&slot[3].pid, pid);
+	atomic_store(&slot[3].start_time, FX_START);
 }
 
 /* A directory of segments and one of nodes' meminfo (node 0: 2 GiB free), for lending rounds. */
@@ -578,7 +654,7 @@ static void lend_dirs_remove(const char *const *names, unsigned n)
 	rmdir(node_dir);
 }
 
-/* Slot 3's start time, which forge_lender sets to this process's: 1 makes it a dead process. */
+/* Slot 3's start time, which forge_lender_at sets to its process's: 1 makes it a dead one. */
 static void slot3_start(const char *name, uint64_t start_time)
 {
 	poke64(name,
@@ -607,22 +683,37 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A segment's path in lend_dir (a static buffer per call site's slot). */
+static const char *lend_path(const char *name)
+{
+	static char paths[8][160];
+	static unsigned next;
+	char *p = paths[next++ % 8];
+	snprintf(p, 160, "%s/%s", lend_dir, name);
+	return p;
+}
+
 static void test_lend_round(void)
 {
 	lend_dirs_make();
+	fx_make();
 	const char *a = "tieralloc-a", *b = "tieralloc-b";
 	char saved_dir[64];
 	memcpy(saved_dir, dir, sizeof(dir));
 	memcpy(dir, lend_dir, sizeof(dir));
-	forge_lender(CG + 1, 50 * MiB, 0);
+	forge_lender_at(5, "ta-a", NULL, 5001, 50 * MiB, 0);
 	write_file(a, TA_SHM_SEG_SIZE);
-	forge_lender(CG + 2, 300 * MiB, 400 * MiB);
+	forge_lender_at(5, "ta-b", NULL, 5002, 300 * MiB, 400 * MiB);
 	write_file(b, TA_SHM_SEG_SIZE);
 	memcpy(dir, saved_dir, sizeof(dir));
+	fx_process(5001, "/ta-a", (const char *[]){ lend_path(a), NULL });
+	fx_process(5002, "/ta-b", (const char *[]){ lend_path(b), NULL });
+	uint64_t ida = fx_cgroup("ta-a"), idb = fx_cgroup("ta-b");
 
 	const char *dirs[] = { lend_dir, NULL };
 	struct ta_agent_segments *set = ta_agent_segments_new(dirs, false);
 	ta_agent_segments_set_node_dir(set, node_dir);
+	ta_agent_segments_set_proc(set, fx_proc, fx_cg);
 	ta_agent_segments_rescan(set, false);
 	struct ta_agent_lend_config cfg = { .reserve = 64 * MiB,
 					    .expiry_ns = 60ull * 1000000000u,
@@ -647,13 +738,12 @@ static void test_lend_round(void)
 	expect_eq(ta_agent_segments_cgroups(set, cgs, 1), 1);
 	expect_eq(ta_agent_segments_cgroups(set, cgs, 4), 2);
 	for (unsigned i = 0; i < 2; i++) {
-		char want[64];
-		snprintf(want, sizeof(want), "/sys/fs/cgroup/ta-%llu",
-			 (unsigned long long)cgs[i].cgroup_id);
+		bool is_b = cgs[i].cgroup_id == idb;
+		char want[128];
+		snprintf(want, sizeof(want), "%s/%s", fx_cg, is_b ? "ta-b" : "ta-a");
 		expect_str_eq(cgs[i].path, want);
 		expect_true(cgs[i].have_priority);
-		expect_true(cgs[i].cgroup_id == CG + 1 || cgs[i].cgroup_id == CG + 2);
-		bool is_b = cgs[i].cgroup_id == CG + 2;
+		expect_true(cgs[i].cgroup_id == ida || cgs[i].cgroup_id == idb);
 		expect_eq(cgs[i].steered, is_b ? 5 : 0);
 		expect_eq(cgs[i].priority, is_b ? 7 : 0);
 	}
@@ -709,8 +799,8 @@ static void test_lend_round(void)
 
 	test_context("lend: the operator's --priority outranks the container's own: a lender of "
 		     "higher priority lends B nothing");
-	char a_path[64];
-	snprintf(a_path, sizeof(a_path), "/sys/fs/cgroup/ta-%llu", (unsigned long long)(CG + 1));
+	char a_path[128];
+	snprintf(a_path, sizeof(a_path), "%s/ta-a", fx_cg);
 	struct ta_agent_priority prio = { a_path, 5 };
 	cfg.priorities = &prio;
 	cfg.npriorities = 1;
@@ -731,11 +821,13 @@ static void test_lend_round(void)
 	expect_eq(atomic_load(&lend_of(a)->tier[0].lent), 0);
 
 	test_context("lend: a new agent does not believe a forged loan larger than the tier");
+	slot3_start(b, FX_START);
 	poke64(b, TA_SHM_LEND_OFF + offsetof(struct ta_shm_lend, tier[0].loan), UINT64_MAX / 2);
 	poke64(b, TA_SHM_LEND_OFF + offsetof(struct ta_shm_lend, expires_ns),
 	       mono_ns() + 60ull * 1000000000u);
 	struct ta_agent_segments *set2 = ta_agent_segments_new(dirs, false);
 	ta_agent_segments_set_node_dir(set2, node_dir);
+	ta_agent_segments_set_proc(set2, fx_proc, fx_cg);
 	ta_agent_segments_rescan(set2, false);
 	ta_agent_segments_lend(set2, &cfg, false);
 	struct ta_agent_lend_stats st2;
@@ -757,6 +849,7 @@ static void test_lend_round(void)
 	free(text);
 	ta_agent_segments_free(set);
 	lend_dirs_remove((const char *[]){ a, b }, 2);
+	fx_remove();
 	test_context("%s", "");
 }
 
@@ -766,23 +859,28 @@ static void test_lend_round(void)
 static void test_yield_round(void)
 {
 	lend_dirs_make();
+	fx_make();
 	const char *h = "tieralloc-h", *l = "tieralloc-l", *o = "tieralloc-o";
 	char saved_dir[64];
 	memcpy(saved_dir, dir, sizeof(dir));
 	memcpy(dir, lend_dir, sizeof(dir));
-	forge_lender_minor(6, CG + 11, 300 * MiB, 100 * MiB);
+	forge_lender_at(6, "ta-h", NULL, 5011, 300 * MiB, 100 * MiB);
 	write_file(h, TA_SHM_SEG_SIZE);
-	forge_lender_minor(6, CG + 12, 300 * MiB, 0);
+	forge_lender_at(6, "ta-l", NULL, 5012, 300 * MiB, 0);
 	write_file(l, TA_SHM_SEG_SIZE);
-	forge_lender_minor(5, CG + 13, 300 * MiB, 0);
+	forge_lender_at(5, "ta-o", NULL, 5013, 300 * MiB, 0);
 	write_file(o, TA_SHM_SEG_SIZE);
 	memcpy(dir, saved_dir, sizeof(dir));
+	fx_process(5011, "/ta-h", (const char *[]){ lend_path(h), NULL });
+	fx_process(5012, "/ta-l", (const char *[]){ lend_path(l), NULL });
+	fx_process(5013, "/ta-o", (const char *[]){ lend_path(o), NULL });
 	uint32_t ten = 10;
 	poke(h, TA_SHM_LEND_OFF + offsetof(struct ta_shm_lend, priority), &ten, sizeof(ten));
 
 	const char *dirs[] = { lend_dir, NULL };
 	struct ta_agent_segments *set = ta_agent_segments_new(dirs, false);
 	ta_agent_segments_set_node_dir(set, node_dir);
+	ta_agent_segments_set_proc(set, fx_proc, fx_cg);
 	ta_agent_segments_rescan(set, false);
 	struct ta_agent_lend_config cfg = { .reserve = 64 * MiB,
 					    .expiry_ns = 60ull * 1000000000u,
@@ -829,14 +927,176 @@ static void test_yield_round(void)
 	expect_eq(atomic_load(&lend_of(h)->tier[0].loan), 0);
 
 	test_context("yield: --lend alone asks no yield");
-	slot3_start(h, ta_proc_start_time(getpid()));
+	slot3_start(h, FX_START);
 	poke64(h, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 9);
 	cfg.flags = TA_LEND_IDLE;
 	ta_agent_segments_lend(set, &cfg, false);
 	expect_eq(atomic_load(&lend_of(l)->tier[0].yielded), 0);
 	expect_eq(atomic_load(&lend_of(h)->tier[0].loan), 0);
+
 	ta_agent_segments_free(set);
 	lend_dirs_remove((const char *[]){ h, l, o }, 3);
+	fx_remove();
+	test_context("%s", "");
+}
+
+/* Issue 31: what the policies act on is the cgroup the kernel puts a segment's live, attached
+ * processes in. Process 5101 runs in par/att and writes segments naming par//att (its own, in
+ * another spelling), par//vic and system.slice (others', with their real inodes); process 5102
+ * is in par/att too but does not map the segment that names it; a segment names batch/ (a
+ * trailing slash) that the operator ranks 0, beside a neighbour that declares 10; and a
+ * container in a cgroup namespace of its own names its cgroup as it sees it. */
+static void test_forged_cgroups(void)
+{
+	lend_dirs_make();
+	fx_make();
+	char par_att[200], par_vic[200], sys_slice[200], batch[200], nb[200];
+	snprintf(par_att, sizeof(par_att), "%s/par//att", fx_cg);
+	snprintf(par_vic, sizeof(par_vic), "%s/par//vic", fx_cg);
+	snprintf(sys_slice, sizeof(sys_slice), "%s/system.slice", fx_cg);
+	snprintf(batch, sizeof(batch), "%s/batch/", fx_cg);
+	snprintf(nb, sizeof(nb), "%s/nb", fx_cg);
+	const char *fa = "tieralloc-fa", *fv = "tieralloc-fv", *fs = "tieralloc-fs",
+		   *fn = "tieralloc-fn", *fb = "tieralloc-fb", *fnb = "tieralloc-fnb",
+		   *fns = "tieralloc-fns", *f0 = "tieralloc-f0";
+	char saved_dir[64];
+	memcpy(saved_dir, dir, sizeof(dir));
+	memcpy(dir, lend_dir, sizeof(dir));
+	forge_lender_at(6, "par/att", par_att, 5101, 300 * MiB, 0);
+	write_file(fa, TA_SHM_SEG_SIZE);
+	forge_lender_at(6, "par/vic", par_vic, 5101, 300 * MiB, 0);
+	write_file(fv, TA_SHM_SEG_SIZE);
+	forge_lender_at(6, "system.slice", sys_slice, 5101, 300 * MiB, 0);
+	write_file(fs, TA_SHM_SEG_SIZE);
+	forge_lender_at(6, "par/att", NULL, 5102, 300 * MiB, 0);
+	write_file(fn, TA_SHM_SEG_SIZE);
+	forge_lender_at(6, "batch", batch, 5103, 300 * MiB, 100 * MiB);
+	write_file(fb, TA_SHM_SEG_SIZE);
+	forge_lender_at(6, "nb", nb, 5104, 300 * MiB, 0);
+	write_file(fnb, TA_SHM_SEG_SIZE);
+	forge_lender_at(6, "ns/inner", "/sys/fs/cgroup", 5105, 300 * MiB, 0);
+	write_file(fns, TA_SHM_SEG_SIZE);
+	/* One that names no cgroup (as on cgroup v1), its process in par/att. */
+	struct ta_shm_header *h0 = (void *)seg;
+	forge_lender_at(6, "par/att", "", 5106, 300 * MiB, 0);
+	h0->cgroup_id = 0;
+	write_file(f0, TA_SHM_SEG_SIZE);
+	memcpy(dir, saved_dir, sizeof(dir));
+	uint64_t att = fx_cgroup("par/att"), vic = fx_cgroup("par/vic");
+	uint64_t sys = fx_cgroup("system.slice"), inner = fx_cgroup("ns/inner");
+	fx_process(5101, "/par/att",
+		   (const char *[]){ lend_path(fa), lend_path(fv), lend_path(fs), NULL });
+	fx_process(5102, "/par/att", NULL);
+	fx_process(5103, "/batch", (const char *[]){ lend_path(fb), NULL });
+	fx_process(5104, "/nb", (const char *[]){ lend_path(fnb), NULL });
+	fx_process(5105, "/ns/inner", (const char *[]){ lend_path(fns), NULL });
+	fx_process(5106, "/par/att", (const char *[]){ lend_path(f0), NULL });
+	uint32_t p1000 = 1000, p10 = 10;
+	for (const char *const *n = (const char *const[]){ fa, fv, fs, fb, NULL }; *n != NULL; n++)
+		poke(*n, TA_SHM_LEND_OFF + offsetof(struct ta_shm_lend, priority), &p1000,
+		     sizeof(p1000));
+	poke(fnb, TA_SHM_LEND_OFF + offsetof(struct ta_shm_lend, priority), &p10, sizeof(p10));
+
+	const char *dirs[] = { lend_dir, NULL };
+	struct ta_agent_segments *set = ta_agent_segments_new(dirs, false);
+	ta_agent_segments_set_node_dir(set, node_dir);
+	ta_agent_segments_set_proc(set, fx_proc, fx_cg);
+	ta_agent_segments_rescan(set, false);
+
+	test_context(
+	    "forged: the policies see par/att (canonical, once), batch (canonical), nb and "
+	    "the namespaced container; never par/vic nor system.slice");
+	struct ta_agent_cgroup cgs[16];
+	unsigned n = ta_agent_segments_cgroups(set, cgs, 16);
+	unsigned seen_att = 0, seen_batch = 0, seen_nb = 0, seen_inner = 0, seen_other = 0;
+	char want_att[200], want_batch[200], want_inner[200];
+	snprintf(want_att, sizeof(want_att), "%s/par/att", fx_cg);
+	snprintf(want_batch, sizeof(want_batch), "%s/batch", fx_cg);
+	snprintf(want_inner, sizeof(want_inner), "%s/ns/inner", fx_cg);
+	for (unsigned i = 0; i < n; i++) {
+		if (strcmp(cgs[i].path, want_att) == 0 && cgs[i].cgroup_id == att)
+			seen_att++;
+		else if (strcmp(cgs[i].path, want_batch) == 0)
+			seen_batch++;
+		else if (strcmp(cgs[i].path, nb) == 0)
+			seen_nb++;
+		else if (strcmp(cgs[i].path, want_inner) == 0 && cgs[i].cgroup_id == inner)
+			seen_inner++;
+		else
+			seen_other++;
+		expect_true(cgs[i].cgroup_id != vic && cgs[i].cgroup_id != sys);
+	}
+	expect_eq(n, 4);
+	expect_eq(seen_att, 1);
+	expect_eq(seen_batch, 1);
+	expect_eq(seen_nb, 1);
+	expect_eq(seen_inner, 1);
+	expect_eq(seen_other, 0);
+
+	test_context("forged: the operator's --priority finds a cgroup by path in any spelling, or "
+		     "by inode through another path to it");
+	char link[200], via_link[220], other[200];
+	snprintf(link, sizeof(link), "%s/link", fx_proc);
+	snprintf(other, sizeof(other), "%s/par/vic", fx_cg);
+	if (symlink(fx_cg, link) != 0)
+		test_hard("symlink");
+	snprintf(via_link, sizeof(via_link), "%s/par/att", link);
+	struct ta_agent_priority ops[] = { { other, 1 }, { via_link, 2 } };
+	expect_eq(ta_agent_priority_find(ops, 2, want_att, att, cgs[0].dev), 1);
+	expect_eq(ta_agent_priority_find(ops, 1, want_att, att, cgs[0].dev), -1);
+	ops[0].cgroup = par_att; /* a spelling of its own: the same path once canonical */
+	expect_eq(ta_agent_priority_find(ops, 1, want_att, 0, 0), 0);
+
+	test_context("forged: --priority batch=0 holds for a segment naming batch/ (declaring "
+		     "1000): its steered neighbour of priority 10 yields it nothing");
+	struct ta_agent_priority batch_zero = { want_batch, 0 };
+	struct ta_agent_lend_config cfg = { .reserve = 64 * MiB,
+					    .expiry_ns = 60ull * 1000000000u,
+					    .hold_ns = 200 * 1000000ull,
+					    .priorities = &batch_zero,
+					    .npriorities = 1,
+					    .flags = TA_LEND_IDLE | TA_LEND_YIELD };
+	ta_agent_segments_lend(set, &cfg, false);
+	poke64(fb, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 3);
+	ta_agent_segments_lend(set, &cfg, false);
+	poke64(fb, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 4);
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(fnb)->tier[0].yielded), 0);
+	expect_eq(atomic_load(&lend_of(fb)->tier[0].loan), 0);
+	test_context(
+	    "forged: the segments naming par//vic and system.slice, the one whose process "
+	    "does not map it and the one naming no cgroup (on a cgroup v2 machine) get no "
+	    "loan, no yield, no expiry: the agent writes nothing into their lending block");
+	for (const char *const *f = (const char *const[]){ fv, fs, fn, f0, NULL }; *f != NULL;
+	     f++) {
+		expect_eq(atomic_load(&lend_of(*f)->expires_ns), 0);
+		expect_eq(atomic_load(&lend_of(*f)->agent_pid), 0);
+	}
+	test_context("forged: without the operator's word, batch's declared 1000 makes the "
+		     "neighbour yield: the test's own control");
+	cfg.npriorities = 0;
+	poke64(fb, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 5);
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_gt(atomic_load(&lend_of(fnb)->tier[0].yielded), 0);
+
+	test_context("forged: the process moved to par/vic: the segment naming par//vic is taken, "
+		     "the ones naming par//att are not, at the next rescan");
+	fx_process(5101, "/par/vic",
+		   (const char *[]){ lend_path(fa), lend_path(fv), lend_path(fs), NULL });
+	ta_agent_segments_rescan(set, false);
+	n = ta_agent_segments_cgroups(set, cgs, 16);
+	seen_att = 0;
+	unsigned seen_vic = 0;
+	for (unsigned i = 0; i < n; i++) {
+		seen_att += cgs[i].cgroup_id == att;
+		seen_vic += cgs[i].cgroup_id == vic;
+	}
+	expect_eq(seen_att, 0);
+	expect_eq(seen_vic, 1);
+	ta_agent_segments_free(set);
+	unlink(link);
+	lend_dirs_remove((const char *[]){ fa, fv, fs, fn, fb, fnb, fns, f0 }, 8);
+	fx_remove();
 	test_context("%s", "");
 }
 
@@ -1134,6 +1394,7 @@ int main(int argc, char **argv)
 	test_publish();
 	test_lend_round();
 	test_yield_round();
+	test_forged_cgroups();
 	test_prom_format();
 	test_exhaustion();
 	char path[128];
