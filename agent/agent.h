@@ -64,6 +64,15 @@ enum {
 void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64_t reserve,
 		  unsigned flags);
 
+/* A cgroup's priority for the policies: the operator's (--priority) when it names the cgroup,
+ * whatever the cgroup declares; else what its segment declares (TIERALLOC_PRIORITY: a value
+ * above TA_SHM_LEND_PRIORITY_MAX is none, 0), never above the operator's ceiling for declared
+ * priorities (--priority-ceiling). */
+uint32_t ta_agent_priority_of(bool have_operator, uint32_t operator_priority, uint32_t declared,
+			      uint32_t ceiling);
+/* The ceiling's default: a container ranks itself above nobody unless the operator says so. */
+#define TA_AGENT_PRIORITY_CEILING_DEFAULT 0u
+
 /* ---- pressure.c: reclaim for priority (--reclaim-for-priority, seed 001), pure ---- */
 #define TA_PRESS_MAX	     256	   /* cgroups in one plan */
 #define TA_PRESS_CAP_MARGIN  (16ull << 20) /* a cap's distance above a floor (pressure.c) */
@@ -142,6 +151,7 @@ struct ta_reclaim_config {
 	uint64_t interval_ns; /* a round's length: a memory.high write is cut short after one */
 	const struct ta_agent_priority *priorities; /* the operator's, over TIERALLOC_PRIORITY */
 	unsigned npriorities;
+	uint32_t priority_ceiling; /* TIERALLOC_PRIORITY counts up to this (ta_agent_priority_of) */
 };
 struct ta_reclaim;
 struct ta_agent_segments;
@@ -243,7 +253,8 @@ struct ta_agent_lend_config {
 	 * declares for itself with TIERALLOC_PRIORITY. */
 	const struct ta_agent_priority *priorities;
 	unsigned npriorities;
-	unsigned flags; /* TA_LEND_* */
+	uint32_t priority_ceiling; /* what a container may declare at most (ta_agent_priority_of) */
+	unsigned flags;		   /* TA_LEND_* */
 };
 struct ta_agent_lend_stats {
 	uint64_t lent_now;	   /* bytes lent at the last round */

@@ -190,3 +190,14 @@ void ta_lend_plan(struct ta_lend_cg *cg, unsigned n, uint64_t free_bytes, uint64
 		budget -= water_fill(cg, n, cls, wish, min64(yielded, budget));
 	}
 }
+
+uint32_t ta_agent_priority_of(bool have_operator, uint32_t operator_priority, uint32_t declared,
+			      uint32_t ceiling)
+{
+	if (have_operator)
+		return operator_priority <= TA_SHM_LEND_PRIORITY_MAX ? operator_priority
+								     : TA_SHM_LEND_PRIORITY_MAX;
+	if (declared > TA_SHM_LEND_PRIORITY_MAX)
+		declared = 0; /* not a value the library writes */
+	return declared < ceiling ? declared : ceiling;
+}

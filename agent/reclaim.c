@@ -459,7 +459,8 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		steered[e - r->e] = c->steered;
 		if (!e->seen) {
 			e->seen = true;
-			e->priority = c->have_priority ? c->priority : 0;
+			e->priority = ta_agent_priority_of(
+			    false, 0, c->have_priority ? c->priority : 0, cfg->priority_ceiling);
 		}
 	}
 	/* Those no longer named are forgotten (but while a write to them is queued, or they are

@@ -1312,20 +1312,21 @@ static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsign
 			for (unsigned u = t + 1; u < s->ntiers; u++)
 				below += v[j].charged[u];
 			/* The operator's word only for the cgroup the kernel puts the segment's
-			 * processes in; the segment's own word otherwise. */
+			 * processes in; the segment's own word within the operator's ceiling. */
 			int q =
 			    s->cg_state == CG_OK
 				? ta_agent_priority_find(cfg->priorities, cfg->npriorities,
 							 s->cg_path, s->cg_id, (uint64_t)s->cg_dev)
 				: -1;
-			uint32_t prio = q >= 0 ? cfg->priorities[q].priority
-					       : atomic_load(&v[j].block.priority);
+			uint32_t prio = ta_agent_priority_of(
+			    q >= 0, q >= 0 ? cfg->priorities[q].priority : 0,
+			    atomic_load(&v[j].block.priority), cfg->priority_ceiling);
 			cg[m] = (struct ta_lend_cg){
 				.share = v[j].share[t],
 				.used = v[j].used[t],
 				.below = below,
 				.loan_before = s->loan[t],
-				.priority = prio <= TA_SHM_LEND_PRIORITY_MAX ? prio : 0,
+				.priority = prio,
 				.wants = s->lend_seen && v[j].steered[t] != s->steered[t],
 				.live = v[j].live,
 				.holds = lend_holds(s, t, v[j].used[t], cfg, now, verbose),

@@ -11,7 +11,7 @@
  *              [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH]
  *              [--access damon|none] [--lend [--lend-reserve SIZE]]
  *              [--reclaim-for-priority [--reclaim-step SIZE] [--reclaim-no-cap]]
- *              [--priority CGROUP=N]...
+ *              [--priority CGROUP=N]... [--priority-ceiling N]
  *              [--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]...
  *              [--status FILE]
  *              [--btf PATH] [-h|--help] [--version]
@@ -241,9 +241,9 @@ static void usage(FILE *f)
 	       "[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
 	       "[--access damon|none] [--lend [--lend-reserve SIZE]] "
 	       "[--reclaim-for-priority [--reclaim-step SIZE] [--reclaim-no-cap]] "
-	       "[--priority CGROUP=N]... "
+	       "[--priority CGROUP=N]... [--priority-ceiling N] "
 	       "[--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]... "
-	       "[--btf PATH] [-h|--help] [--version]\n"
+	       "[--status FILE] [--btf PATH] [-h|--help] [--version]\n"
 	       "  --interval S  read and publish the counts every S seconds (default 0.25,\n"
 	       "                at least 0.05)\n"
 	       "  --rescan S    look for new segments every S seconds (default 2), and at\n"
@@ -280,6 +280,9 @@ static void usage(FILE *f)
 	       "  --priority CGROUP=N  the priority (0-1000) of the cgroup at this path\n"
 	       "                (/sys/fs/cgroup/...); overrides its TIERALLOC_PRIORITY\n"
 	       "                (repeatable; with --lend or --reclaim-for-priority)\n"
+	       "  --priority-ceiling N  the highest priority a container may declare for\n"
+	       "                itself (TIERALLOC_PRIORITY, 0-1000); a higher one counts as N\n"
+	       "                (default 0: only --priority ranks a cgroup above another)\n"
 	       "  --protect CGROUP  keep the cgroup's memory.low (cgroup v2) at its usage\n"
 	       "                plus headroom, within its parent's protection, so that reclaim\n"
 	       "                does not steal its working set (repeatable, at most 8)\n"
@@ -314,6 +317,7 @@ struct options {
 	struct ta_agent_priority priorities[TA_AGENT_MAX_PRIORITIES];
 	char priority_paths[TA_AGENT_MAX_PRIORITIES][TA_SHM_PATH_MAX + 1]; /* canonical */
 	unsigned npriorities;
+	uint32_t priority_ceiling; /* TIERALLOC_PRIORITY counts up to this */
 	const char *btf, *metrics, *textfile, *status;
 	const char *protect[TA_PROTECT_MAX];
 	unsigned nprotect;
@@ -392,7 +396,8 @@ static int parse(int argc, char **argv, struct options *o)
 		OPT_PROTECT,
 		OPT_PROTECT_INTERVAL,
 		OPT_PROTECT_EXPIRY,
-		OPT_STATUS
+		OPT_STATUS,
+		OPT_PRIORITY_CEILING
 	};
 	static const struct option longopts[] = {
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -417,6 +422,7 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "protect-interval", required_argument, NULL, OPT_PROTECT_INTERVAL },
 		{ "protect-expiry", required_argument, NULL, OPT_PROTECT_EXPIRY },
 		{ "status", required_argument, NULL, OPT_STATUS },
+		{ "priority-ceiling", required_argument, NULL, OPT_PRIORITY_CEILING },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .interval = 0.25,
@@ -426,8 +432,10 @@ static int parse(int argc, char **argv, struct options *o)
 			       .protect_interval_ms = 50,
 			       .protect_expiry = 2,
 			       .btf = "/sys/kernel/btf/vmlinux",
-			       .status = TA_POLICIES_DEFAULT };
+			       .status = TA_POLICIES_DEFAULT,
+			       .priority_ceiling = TA_AGENT_PRIORITY_CEILING_DEFAULT };
 	bool reserve_given = false, step_given = false, protect_tuned = false;
+	bool ceiling_given = false;
 	bool status_given = false;
 	opterr = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
@@ -534,6 +542,20 @@ static int parse(int argc, char **argv, struct options *o)
 			    (struct ta_agent_priority){ canon, (uint32_t)p };
 			break;
 		}
+		case OPT_PRIORITY_CEILING: {
+			char *end;
+			unsigned long v = strtoul(optarg, &end, 10);
+			if (end == optarg || *end != '\0' || optarg[0] == '-' ||
+			    v > TA_SHM_LEND_PRIORITY_MAX) {
+				fprintf(stderr,
+					"tierallocd: bad --priority-ceiling \"%s\" (0 to 1000)\n",
+					optarg);
+				return 2;
+			}
+			o->priority_ceiling = (uint32_t)v;
+			ceiling_given = true;
+			break;
+		}
 		case OPT_RECLAIM:
 			o->reclaim = true;
 			break;
@@ -629,9 +651,9 @@ static int parse(int argc, char **argv, struct options *o)
 		usage(stderr);
 		return 2;
 	}
-	if (o->npriorities > 0 && !o->lend && !o->reclaim) {
-		fprintf(stderr,
-			"tierallocd: --priority without --lend or --reclaim-for-priority\n");
+	if ((o->npriorities > 0 || ceiling_given) && !o->lend && !o->reclaim) {
+		fprintf(stderr, "tierallocd: --%s without --lend or --reclaim-for-priority\n",
+			o->npriorities > 0 ? "priority" : "priority-ceiling");
 		usage(stderr);
 		return 2;
 	}
@@ -956,6 +978,7 @@ static void run(const struct options *o, struct agent *ag)
 				.hold_ns = hold_ms * 1000000ull,
 				.priorities = o->priorities,
 				.npriorities = o->npriorities,
+				.priority_ceiling = o->priority_ceiling,
 				.flags = (o->lend ? TA_LEND_IDLE : 0u) |
 					 (o->reclaim ? TA_LEND_YIELD : 0u)
 			};
@@ -975,7 +998,8 @@ static void run(const struct options *o, struct agent *ag)
 				.ahead = interval_ms >= 250 ? 2 : 500 / interval_ms,
 				.interval_ns = interval_ms * 1000000ull,
 				.priorities = o->priorities,
-				.npriorities = o->npriorities
+				.npriorities = o->npriorities,
+				.priority_ceiling = o->priority_ceiling
 			};
 			ta_reclaim_round(ag->reclaim, ag->segments, &rc);
 		}

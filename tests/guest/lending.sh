@@ -54,9 +54,10 @@ SHARE=$((300 * M))
 RESERVE=$((64 * M))
 TOL=$((24 * M))
 
+# The containers here cooperate: the priorities they declare count (--priority-ceiling 1000).
 agent_start() {
-	"$AGENT" --lend --lend-reserve 64M --interval 0.25 --rescan 0.5 --print \
-		>$W/agent.out 2>$W/agent.err &
+	"$AGENT" --lend --lend-reserve 64M --priority-ceiling 1000 --interval 0.25 --rescan 0.5 \
+		--print >$W/agent.out 2>$W/agent.err &
 	agent=$!
 	until_true grep -q "^tierallocd: attached" $W/agent.out
 }
@@ -284,8 +285,8 @@ work_quit c
 work_quit d
 
 # ------------------------------------------------------------- lending.yield
-"$AGENT" --reclaim-for-priority --interval 0.25 --rescan 0.5 --print >$W/agent-yield.out \
-	2>$W/agent-yield.err &
+"$AGENT" --reclaim-for-priority --priority-ceiling 1000 --interval 0.25 --rescan 0.5 --print \
+	>$W/agent-yield.out 2>$W/agent-yield.err &
 agent=$!
 until_true grep -q "^tierallocd: attached" $W/agent-yield.out
 cg_new ta-ly 600M

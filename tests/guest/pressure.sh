@@ -35,8 +35,8 @@
 #                     for hi's priority, hi pressured), none without the policy, and the agent
 #                     removes its status file when it stops
 #   pressure.declared  the same with the priorities the jobs declare (TIERALLOC_PRIORITY
-#                     under the preload, in their segments) instead of --priority: lo is
-#                     reclaimed for hi, never hi for lo
+#                     under the preload, in their segments, within --priority-ceiling 1000)
+#                     instead of --priority: lo is reclaimed for hi, never hi for lo
 #   pressure.data     every word of hi and lo is intact in both modes (reclaim_work's checks)
 # Completion times are printed, not judged (bench/run-reclaim.sh measures them).
 B=$1
@@ -234,7 +234,7 @@ fi
 # preload), with no --priority: the same decisions.
 LO_ENV="TIERALLOC_PRIORITY=0 LD_PRELOAD=$PRELOAD"
 HI_ENV="TIERALLOC_PRIORITY=100 LD_PRELOAD=$PRELOAD"
-run declared --reclaim-for-priority --rescan 0.5
+run declared --reclaim-for-priority --priority-ceiling 1000 --rescan 0.5
 lines=$(grep -c "reclaim: $P/hi (priority 100) pressured (.*) -> $P/lo (priority 0" \
 	$W/agent-declared.out)
 if [ "$lines" -gt 0 ] && ! grep -q "reclaim: $P/lo (priority 0) pressured" $W/agent-declared.out; then
@@ -296,7 +296,8 @@ fi
 # running (more passes, so that it outlasts the removal).
 if parent_new; then
 	: >$W/agent-unnamed.out
-	"$AGENT" --interval 0.1 --rescan 0.5 --reclaim-for-priority >>$W/agent-unnamed.out 2>&1 &
+	"$AGENT" --interval 0.1 --rescan 0.5 --reclaim-for-priority --priority-ceiling 1000 \
+		>>$W/agent-unnamed.out 2>&1 &
 	agent=$!
 	until_true grep -q "^tierallocd: attached" $W/agent-unnamed.out
 	(echo 0 >$P/lo/cgroup.procs &&

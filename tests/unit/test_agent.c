@@ -882,9 +882,11 @@ static void test_yield_round(void)
 	ta_agent_segments_set_node_dir(set, node_dir);
 	ta_agent_segments_set_proc(set, fx_proc, fx_cg);
 	ta_agent_segments_rescan(set, false);
+	/* The operator lets containers declare priorities (--priority-ceiling 1000). */
 	struct ta_agent_lend_config cfg = { .reserve = 64 * MiB,
 					    .expiry_ns = 60ull * 1000000000u,
 					    .hold_ns = 200 * 1000000ull,
+					    .priority_ceiling = 1000,
 					    .flags = TA_LEND_IDLE | TA_LEND_YIELD };
 	test_context("yield round 1: nobody steered yet: no yield");
 	ta_agent_segments_lend(set, &cfg, false);
@@ -934,6 +936,20 @@ static void test_yield_round(void)
 	expect_eq(atomic_load(&lend_of(l)->tier[0].yielded), 0);
 	expect_eq(atomic_load(&lend_of(h)->tier[0].loan), 0);
 
+	test_context("yield: with the default ceiling (0), H's declared 10 ranks it above nobody: "
+		     "no yield");
+	cfg.flags = TA_LEND_IDLE | TA_LEND_YIELD;
+	cfg.priority_ceiling = TA_AGENT_PRIORITY_CEILING_DEFAULT;
+	poke64(h, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 10);
+	ta_agent_segments_lend(set, &cfg, false);
+	poke64(h, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 11);
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(l)->tier[0].yielded), 0);
+	test_context("yield: a ceiling of 5: H's 10 counts as 5, still above L's 0: L yields");
+	cfg.priority_ceiling = 5;
+	poke64(h, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 12);
+	ta_agent_segments_lend(set, &cfg, false);
+	expect_eq(atomic_load(&lend_of(l)->tier[0].yielded), 44 * MiB);
 	ta_agent_segments_free(set);
 	lend_dirs_remove((const char *[]){ h, l, o }, 3);
 	fx_remove();
@@ -1055,6 +1071,7 @@ static void test_forged_cgroups(void)
 					    .hold_ns = 200 * 1000000ull,
 					    .priorities = &batch_zero,
 					    .npriorities = 1,
+					    .priority_ceiling = 1000,
 					    .flags = TA_LEND_IDLE | TA_LEND_YIELD };
 	ta_agent_segments_lend(set, &cfg, false);
 	poke64(fb, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 3);
@@ -1072,8 +1089,8 @@ static void test_forged_cgroups(void)
 		expect_eq(atomic_load(&lend_of(*f)->expires_ns), 0);
 		expect_eq(atomic_load(&lend_of(*f)->agent_pid), 0);
 	}
-	test_context("forged: without the operator's word, batch's declared 1000 makes the "
-		     "neighbour yield: the test's own control");
+	test_context("forged: without the operator's word, batch's 1000 (within a ceiling of 1000) "
+		     "makes the neighbour yield: the test's own control");
 	cfg.npriorities = 0;
 	poke64(fb, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 5);
 	ta_agent_segments_lend(set, &cfg, false);

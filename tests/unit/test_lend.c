@@ -446,6 +446,40 @@ static void test_yield_steers(void)
 	test_context("%s", "");
 }
 
+/* Issue 31: whose word a priority is. The operator's (--priority) stands, above or below what
+ * the cgroup declares; a declared one counts up to the operator's ceiling (--priority-ceiling,
+ * 0 by default), and a value the library never writes counts as none. */
+static void test_priority_of(void)
+{
+	static const struct {
+		bool have_op;
+		uint32_t op, declared, ceiling, want;
+	} cases[] = {
+		{ false, 0, 0, 0, 0 },
+		{ false, 0, 1000, 0, 0 },
+		{ false, 0, 1000, 100, 100 },
+		{ false, 0, 10, 100, 10 },
+		{ false, 0, 1000, 1000, 1000 },
+		{ false, 0, 1001, 1000, 0 },
+		{ false, 0, UINT32_MAX, 1000, 0 },
+		{ true, 0, 1000, 1000, 0 },
+		{ true, 100, 0, 0, 100 },
+		{ true, 100, 1000, 1000, 100 },
+		{ true, 5, 1000, 0, 5 },
+		{ true, 2000, 0, 0, 1000 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		test_context("priority_of: operator %s%u, declared %u, ceiling %u",
+			     cases[i].have_op ? "" : "none ", cases[i].op, cases[i].declared,
+			     cases[i].ceiling);
+		expect_eq(ta_agent_priority_of(cases[i].have_op, cases[i].op, cases[i].declared,
+					       cases[i].ceiling),
+			  cases[i].want);
+	}
+	test_context("%s", "");
+	expect_eq(TA_AGENT_PRIORITY_CEILING_DEFAULT, 0);
+}
+
 int main(int argc, char **argv)
 {
 	snprintf(shm_name_var, sizeof(shm_name_var), "TIERALLOC_SHM_NAME=/ta-unit-lend-%d",
@@ -456,6 +490,7 @@ int main(int argc, char **argv)
 	test_idle_share_lent();
 	test_free_bound();
 	test_priority();
+	test_priority_of();
 	test_proportional();
 	test_exited();
 	test_yield();
