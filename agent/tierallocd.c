@@ -13,7 +13,7 @@
  *              [--reclaim-for-priority [--reclaim-step SIZE] [--reclaim-no-cap]]
  *              [--priority CGROUP=N]... [--priority-ceiling N]
  *              [--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]...
- *              [--status FILE]
+ *              [--status FILE] [--state-dir DIR]
  *              [--btf PATH] [-h|--help] [--version]
  *
  * With a policy (--reclaim-for-priority, --protect) it rewrites the policies' status file
@@ -51,6 +51,8 @@
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -243,7 +245,7 @@ static void usage(FILE *f)
 	       "[--reclaim-for-priority [--reclaim-step SIZE] [--reclaim-no-cap]] "
 	       "[--priority CGROUP=N]... [--priority-ceiling N] "
 	       "[--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]... "
-	       "[--status FILE] [--btf PATH] [-h|--help] [--version]\n"
+	       "[--status FILE] [--state-dir DIR] [--btf PATH] [-h|--help] [--version]\n"
 	       "  --interval S  read and publish the counts every S seconds (default 0.25,\n"
 	       "                at least 0.05)\n"
 	       "  --rescan S    look for new segments every S seconds (default 2), and at\n"
@@ -292,6 +294,9 @@ static void usage(FILE *f)
 	       "                memory.low goes back to what it was, also after a SIGKILL\n"
 	       "  --status FILE  where the policies' decisions are written every second for\n"
 	       "                tieralloc-stat (default " TA_POLICIES_DEFAULT ")\n"
+	       "  --state-dir DIR  its lock and the state files of the caps and protections\n"
+	       "                (default " TA_AGENT_STATE_DIR "): one agent at a time per\n"
+	       "                directory\n"
 	       "  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
 	       "  --version     print \"tierallocd VERSION\" and exit\n"
 	       "Where it writes (its systemd unit must leave these writable):\n"
@@ -318,6 +323,7 @@ struct options {
 	char priority_paths[TA_AGENT_MAX_PRIORITIES][TA_SHM_PATH_MAX + 1]; /* canonical */
 	unsigned npriorities;
 	uint32_t priority_ceiling; /* TIERALLOC_PRIORITY counts up to this */
+	const char *state_dir;	   /* the lock and the caps' and protections' state files */
 	const char *btf, *metrics, *textfile, *status;
 	const char *protect[TA_PROTECT_MAX];
 	unsigned nprotect;
@@ -397,7 +403,8 @@ static int parse(int argc, char **argv, struct options *o)
 		OPT_PROTECT_INTERVAL,
 		OPT_PROTECT_EXPIRY,
 		OPT_STATUS,
-		OPT_PRIORITY_CEILING
+		OPT_PRIORITY_CEILING,
+		OPT_STATE_DIR
 	};
 	static const struct option longopts[] = {
 		{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -423,6 +430,7 @@ static int parse(int argc, char **argv, struct options *o)
 		{ "protect-expiry", required_argument, NULL, OPT_PROTECT_EXPIRY },
 		{ "status", required_argument, NULL, OPT_STATUS },
 		{ "priority-ceiling", required_argument, NULL, OPT_PRIORITY_CEILING },
+		{ "state-dir", required_argument, NULL, OPT_STATE_DIR },
 		{ NULL, 0, NULL, 0 },
 	};
 	*o = (struct options){ .interval = 0.25,
@@ -433,7 +441,8 @@ static int parse(int argc, char **argv, struct options *o)
 			       .protect_expiry = 2,
 			       .btf = "/sys/kernel/btf/vmlinux",
 			       .status = TA_POLICIES_DEFAULT,
-			       .priority_ceiling = TA_AGENT_PRIORITY_CEILING_DEFAULT };
+			       .priority_ceiling = TA_AGENT_PRIORITY_CEILING_DEFAULT,
+			       .state_dir = TA_AGENT_STATE_DIR };
 	bool reserve_given = false, step_given = false, protect_tuned = false;
 	bool ceiling_given = false;
 	bool status_given = false;
@@ -556,6 +565,13 @@ static int parse(int argc, char **argv, struct options *o)
 			ceiling_given = true;
 			break;
 		}
+		case OPT_STATE_DIR:
+			if (optarg[0] != '/') {
+				fprintf(stderr, "tierallocd: --state-dir needs an absolute path\n");
+				return 2;
+			}
+			o->state_dir = optarg;
+			break;
 		case OPT_RECLAIM:
 			o->reclaim = true;
 			break;
@@ -709,6 +725,7 @@ struct agent {
 	bool status_written;		/* removed at the end */
 	struct ta_protector *protector; /* --protect */
 	struct ta_steals *steals;	/* --protect's view of reclaim, when it attached */
+	int lock_fd;			/* STATE_DIR/lock, held while the agent runs */
 };
 
 /* The metrics' text (ta_metrics_body): the segments as they are now. */
@@ -759,6 +776,54 @@ static void write_status(const struct options *o, struct agent *ag)
 	}
 }
 
+/* One agent at a time per state directory. Two would share STATE_DIR/cap-INODE: each would take
+ * the other's cap for the cgroup's own memory.high, and one's lifting would delete the other's
+ * state, leaving the cgroup capped after both stopped. flock(2): the kernel drops the lock with
+ * the last descriptor of its holder (the keepers close theirs), so a dead agent's lock file never
+ * blocks a new one. 0, or 1 with a line saying why. */
+static int take_lock(const struct options *o, struct agent *ag)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/lock", o->state_dir);
+	if (mkdir(o->state_dir, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, "tierallocd: cannot make the state directory %s (%s)\n",
+			o->state_dir, strerror(errno));
+		return 1;
+	}
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "tierallocd: cannot open its lock %s (%s)\n", path,
+			strerror(errno));
+		return 1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		int err = errno;
+		char pid[16] = "", who[32] = "";
+		ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strspn(pid, "0123456789")] = '\0';
+		if (pid[0] != '\0')
+			snprintf(who, sizeof(who), " (pid %s)", pid);
+		close(fd);
+		if (err == EWOULDBLOCK)
+			fprintf(stderr,
+				"tierallocd: another tierallocd%s is running (%s is locked): two "
+				"agents would take each other's caps for the cgroups' own values; "
+				"stop it first, or give this one another --state-dir\n",
+				who, path);
+		else
+			fprintf(stderr, "tierallocd: cannot lock %s (%s)\n", path, strerror(err));
+		return 1;
+	}
+	char text[24];
+	int len = snprintf(text, sizeof(text), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)len, 0) != len)
+		fprintf(stderr, "tierallocd: cannot write its pid into %s (%s)\n", path,
+			strerror(errno));
+	ag->lock_fd = fd;
+	return 0;
+}
+
 /* Check the privileges and the kernel, load and attach the programs, and make what run() needs:
  * 0, or the exit status (1) with a line saying why. */
 static int load_attach(const struct options *o, struct agent *ag)
@@ -775,6 +840,8 @@ static int load_attach(const struct options *o, struct agent *ag)
 			o->btf, strerror(errno));
 		return 1;
 	}
+	if (take_lock(o, ag) != 0)
+		return 1;
 	/* libbpf finds tracepoints in tracefs, which a minimal system may not have mounted. */
 	struct stat st;
 	if (stat("/sys/kernel/tracing/events", &st) != 0 &&
@@ -844,7 +911,7 @@ static int load_attach(const struct options *o, struct agent *ag)
 		struct ta_protector_opts po = { .interval_ms = o->protect_interval_ms,
 						.expiry_ms =
 						    (uint64_t)(o->protect_expiry * 1000 + 0.5),
-						.state_dir = TA_AGENT_RUN_DIR,
+						.state_dir = o->state_dir,
 						.print = o->print,
 						.steals = ag->steals };
 		ag->protector = ta_protector_start(o->protect, o->nprotect, &po, err, sizeof(err));
@@ -863,7 +930,7 @@ static int load_attach(const struct options *o, struct agent *ag)
 		struct ta_reclaim_options ro = {
 			.cap = !o->reclaim_no_cap,
 			.expiry_ns = (8 * interval_ms > 2000 ? 8 * interval_ms : 2000) * 1000000ull,
-			.state_dir = TA_AGENT_RUN_DIR
+			.state_dir = o->state_dir
 		};
 		ag->reclaim = ta_reclaim_new(&ro, err, sizeof(err));
 		if (ag->reclaim == NULL)
@@ -1040,6 +1107,8 @@ static void cleanup(const struct options *o, struct agent *ag)
 	free(ag->counts);
 	if (ag->stats_fd >= 0)
 		close(ag->stats_fd);
+	if (ag->lock_fd >= 0)
+		close(ag->lock_fd); /* last: the keepers have restored what they held */
 }
 
 int main(int argc, char **argv)
@@ -1048,7 +1117,7 @@ int main(int argc, char **argv)
 	int rc = parse(argc, argv, &o);
 	if (rc >= 0)
 		return rc;
-	struct agent ag = { .stats_fd = -1 };
+	struct agent ag = { .stats_fd = -1, .lock_fd = -1 };
 	rc = load_attach(&o, &ag);
 	if (rc == 0) {
 		struct sigaction sa;
