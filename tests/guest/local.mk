@@ -11,6 +11,9 @@ tests_guest_promote_work_SOURCES = tests/guest/promote_work.c
 # The working sets of reclaim for priority (pressure.sh, bench/run-reclaim.sh).
 check_PROGRAMS += tests/guest/reclaim_work
 tests_guest_reclaim_work_SOURCES = tests/guest/reclaim_work.c
+# A FUSE file system that never answers, for a container's /dev/shm (forged.sh).
+check_PROGRAMS += tests/guest/fuse_stall
+tests_guest_fuse_stall_SOURCES = tests/guest/fuse_stall.c
 # Which sources of access information the guest kernel offers (sources.sh).
 check_PROGRAMS += tests/guest/access_sources
 tests_guest_access_sources_SOURCES = tests/guest/access_sources.c
@@ -19,7 +22,7 @@ EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests
 	tests/guest/plots.sh \
 	tests/guest/hotness.sh tests/guest/access_agent.sh tests/guest/lending.sh \
 	tests/guest/agent.sh tests/guest/footprint.sh tests/guest/sources.sh tests/guest/pressure.sh \
-	tests/guest/protect.sh tests/guest/protect_lib.sh
+	tests/guest/protect.sh tests/guest/protect_lib.sh tests/guest/forged.sh
 
 # The agent goes into the guest when it was built (its test says SKIP otherwise).
 if HAVE_BPF
@@ -39,6 +42,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 	@$(MKDIR_P) tests/guest
 	{ $(GUEST_RUN) --kernel $(GUEST_KERNEL) --env GUEST_KERNEL=$(GUEST_KERNEL) \
 		--timeout 2400 --with-python3 --module zram --module ext4 --module crc32c_generic \
+		--module fuse \
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
 		--include $(abs_top_builddir)/tests/guest/placement \
@@ -51,6 +55,8 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		--include $(abs_top_builddir)/bench/footprint-work \
 		--include $(abs_top_builddir)/bench/protect-work \
 		--include $(abs_top_builddir)/tests/quota/shm_peek \
+		--include $(abs_top_builddir)/tests/quota/shm_forge \
+		--include $(abs_top_builddir)/tests/guest/fuse_stall --include /usr/bin/setpriv \
 		--include $(abs_top_builddir)/tools/tieralloc-stat \
 		--include $(abs_top_srcdir)/tests/guest/lib.sh \
 		--include $(abs_top_srcdir)/tests/guest/quota.sh \
@@ -64,6 +70,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		--include $(abs_top_srcdir)/tests/guest/sources.sh \
 		--include $(abs_top_srcdir)/tests/guest/protect_lib.sh \
 		--include $(abs_top_srcdir)/tests/guest/protect.sh \
+		--include $(abs_top_srcdir)/tests/guest/forged.sh \
 		--include $(abs_top_srcdir)/tests/guest/suite.sh -- \
 		$(abs_top_srcdir)/tests/guest/suite.sh $(abs_top_builddir) $(abs_top_srcdir); \
 		echo $$? >tests/guest/suite-$(GUEST_KERNEL).rc; } | tee tests/guest/suite-$(GUEST_KERNEL).out; \

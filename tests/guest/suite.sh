@@ -121,7 +121,10 @@ sh "$S/tests/guest/lending.sh" "$B" "$S" || failed=1
 # 12. Reclaim for priority (issue 17 policy 1): a pressured container's lower-priority sibling is
 # reclaimed, never below its memory.low.
 sh "$S/tests/guest/pressure.sh" "$B" "$S" || failed=1
-# 13. Policy 2 (issue 17, seed 004): memory.low follows a victim reclaim steals from, and expires.
+# 13. What a container's user can make the agent do (issue 31): forged segments, a /dev/shm that
+# is a link or a FUSE file system.
+sh "$S/tests/guest/forged.sh" "$B" "$S" || failed=1
+# 14. Policy 2 (issue 17, seed 004): memory.low follows a victim reclaim steals from, and expires.
 # Last: it turns swap off (the seed's condition).
 sh "$S/tests/guest/protect.sh" "$B" "$S" || failed=1
 exit $failed

@@ -23,6 +23,12 @@
  *       ctrl       a cgroup path and tier names with terminal escapes, newlines, C1 controls and
  *                  bytes that are not UTF-8
  *   shm_forge PATH cgroup2 DIR   a cgroup v2 segment whose cgroup path is DIR
+ *   shm_forge PATH claim DIR PRIORITY   a container user's forgery against the agent (issue 31):
+ *                  a valid segment that names DIR, as written ("/sys/fs/cgroup/par//vic"), with
+ *                  that directory's inode as its cgroup id and TIERALLOC_PRIORITY PRIORITY; this
+ *                  process in slot 0 (pid and start time) and mapping the file, as an attached
+ *                  process does. It prints "claimed", then raises tier 0's steered_away every
+ *                  50 ms (a wish for the fast tier) until SIGTERM, and removes the file
  * Truncated, oversized, other owners and modes are made from "valid" by the script.
  *
  *   shm_forge PATH hold SECONDS    a creator at work: create PATH in state INIT, take its lock
@@ -39,7 +45,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -208,15 +217,92 @@ static int live(const char *path, unsigned n, uint64_t seed)
 	return 0;
 }
 
+static volatile sig_atomic_t stop;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+/* Field 22 of /proc/self/stat: this process's start time, as the library records it. */
+static uint64_t own_start_time(void)
+{
+	char text[1024];
+	FILE *f = fopen("/proc/self/stat", "r");
+	size_t n = f != NULL ? fread(text, 1, sizeof(text) - 1, f) : 0;
+	if (f != NULL)
+		fclose(f);
+	text[n] = '\0';
+	const char *p = strrchr(text, ')');
+	unsigned field = 2;
+	for (; p != NULL && *p != '\0' && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	return p != NULL && field == 22 ? strtoull(p, NULL, 10) : 0;
+}
+
+static int claim(const char *path, const char *dir, const char *priority)
+{
+	struct stat st;
+	if (stat(dir, &st) != 0 || strlen(dir) >= TA_SHM_PATH_MAX) {
+		perror(dir);
+		return 1;
+	}
+	fill_valid(2);
+	struct ta_shm_header *h = (struct ta_shm_header *)seg;
+	h->cgroup_version = 2;
+	h->cgroup_id = (uint64_t)st.st_ino;
+	strcpy(h->cgroup_path, dir);
+	struct ta_shm_tier *t = (struct ta_shm_tier *)(seg + TA_SHM_TIERS_OFF);
+	for (unsigned i = 0; i < 2; i++) {
+		atomic_store(&t[i].nodes, 1ull << i);
+		for (unsigned k = 0; k < TA_NLIMITS; k++)
+			atomic_store(&t[i].limit[k], 64ull << 20);
+	}
+	struct ta_shm_lend *lend = (struct ta_shm_lend *)(seg + TA_SHM_LEND_OFF);
+	atomic_store(&lend->priority, (uint32_t)strtoul(priority, NULL, 10));
+	atomic_store(&lend->flags, TA_SHM_LEND_PRIORITY_SET);
+	struct ta_shm_slot *slot = (struct ta_shm_slot *)(seg + TA_SHM_SLOTS_OFF);
+	atomic_store(&slot->pid, (uint32_t)getpid());
+	atomic_store(&slot->start_time, own_start_time());
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+	if (fd < 0 || write(fd, seg, TA_SHM_SEG_SIZE) != (ssize_t)TA_SHM_SEG_SIZE) {
+		perror(path);
+		return 1;
+	}
+	unsigned char *map = mmap(NULL, TA_SHM_SEG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	struct sigaction sa = { .sa_handler = on_term };
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	printf("claimed\n");
+	fflush(stdout);
+	struct ta_shm_tier *live = (struct ta_shm_tier *)(map + TA_SHM_TIERS_OFF);
+	while (!stop) {
+		atomic_fetch_add(&live[0].steered_away, 1);
+		struct timespec ts = { 0, 50000000 };
+		nanosleep(&ts, NULL);
+	}
+	unlink(path);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 5 && strcmp(argv[2], "claim") == 0)
+		return claim(argv[1], argv[3], argv[4]);
 	if (argc == 4 && strcmp(argv[2], "hold") == 0)
 		return hold(argv[1], (unsigned)atoi(argv[3]));
 	if (argc == 5 && strcmp(argv[2], "live") == 0)
 		return live(argv[1], (unsigned)atoi(argv[3]), strtoull(argv[4], NULL, 10));
 	if (argc < 3 || argc > 4) {
 		fprintf(stderr, "usage: shm_forge PATH KIND [NTIERS]\n"
-				"       shm_forge PATH cgroup2 DIR\n");
+				"       shm_forge PATH cgroup2 DIR\n"
+				"       shm_forge PATH claim DIR PRIORITY\n");
 		return 2;
 	}
 	const char *kind = argv[2];
