@@ -8,6 +8,7 @@ src_libtacore_la_SOURCES = src/internal.h \
 	src/alloc/alloc.h src/alloc/sizeclass.c src/alloc/boot.c src/alloc/backend.c \
 	src/alloc/memkind_link.c src/alloc/arena.c src/alloc/tcache.c src/alloc/lheap.c \
 	src/alloc/keep.c src/alloc/large.c src/alloc/place.c src/alloc/maps.c src/alloc/alloc.c \
+	src/alloc/check.c \
 	src/enforce/enforce.h src/enforce/enforce.c src/enforce/cold.c src/enforce/demote.c \
 	src/enforce/gate.c src/enforce/worker.c src/enforce/access.c src/enforce/exchange.c \
 	src/enforce/heatfile.h src/enforce/heatfile.c \

@@ -320,6 +320,33 @@ static inline unsigned ta_chunk_class_of(const void *p)
 }
 
 /*
+ * Heap integrity (check.c): misuse that glibc stops (a double free, a pointer that starts no
+ * object, an object's header or a freed object's free-list link overwritten) must not corrupt the
+ * heap silently. The checks are keyed by per-process secrets; one that fails calls ta_misuse,
+ * which aborts (or warns and returns: the caller then leaks what was involved).
+ */
+struct ta_secrets {
+	uint64_t mark; /* a freed object's second word: mark ^ its address */
+	uint64_t tag;  /* keys the packed headers' tags */
+	uint64_t link; /* free-list links */
+};
+extern struct ta_secrets ta_secret TA_HIDDEN; /* hidden: read without a GOT load */
+/* Set the secrets (getrandom), once, before the first chunk. */
+void ta_check_init(void);
+enum ta_misuse {
+	TA_MISUSE_DOUBLE_FREE,
+	TA_MISUSE_FREED,   /* realloc of a freed object */
+	TA_MISUSE_INVALID, /* inside a chunk, but not an object's start */
+	TA_MISUSE_HEADER,  /* a packed object's header fails its tag: overwritten, or not a start */
+	TA_MISUSE_LINK,	   /* p's free-list link overwritten after it was freed */
+};
+/* One line naming the misuse, fn (the call) and p, then abort(); under TIERALLOC_ON_MISUSE=warn
+ * a warning (the first 16), and the caller leaks what was involved. No lock may be held. */
+void ta_misuse(enum ta_misuse what, const char *fn, const void *p);
+/* p, in a chunk, starts no object: TA_MISUSE_HEADER in a packed run, else TA_MISUSE_INVALID. */
+void ta_misuse_pointer(const char *fn, const void *p);
+
+/*
  * Packed runs (arena.c, "Packed runs"): a young process's first medium objects (TA_PACK_MIN to
  * TA_PACK_MAX bytes) sit back to back in runs shared by every class, glibc-like, each after an
  * 8-byte header; freed, one goes to the bin of the largest class it can serve (its header's).

@@ -189,6 +189,7 @@ int ta_init(void)
 	ta_log_level = ta_opts.log_level;
 	if (ta_opts.disable)
 		return finish(TA_PASSTHROUGH);
+	ta_check_init(); /* before the first object: they are marked and linked with its secrets */
 
 	if (ta_topo_discover("", ta_opts.tiers, &ta_topo, &ta_opts) != 0) {
 		ta_log(TA_LOG_WARN, "no NUMA node with memory found; passing through to libc");

@@ -70,6 +70,7 @@ enum ta_on_full { TA_ON_FULL_LOWEST = 0, TA_ON_FULL_ENOMEM = 1 };
 enum ta_enforce_mode { TA_ENFORCE_DEFERRED = 0, TA_ENFORCE_INLINE = 1, TA_ENFORCE_OFF = 2 };
 enum ta_promotion_mode { TA_PROMOTION_GATED = 0, TA_PROMOTION_ALWAYS = 1, TA_PROMOTION_NEVER = 2 };
 enum ta_access_mode { TA_ACCESS_SOFT_DIRTY = 0, TA_ACCESS_AGE = 1, TA_ACCESS_AGENT = 2 };
+enum ta_on_misuse { TA_ON_MISUSE_ABORT = 0, TA_ON_MISUSE_WARN = 1 };
 enum ta_opt_type { TA_OPT_BOOL, TA_OPT_SIZE, TA_OPT_STRING, TA_OPT_LEVEL, TA_OPT_ENUM, TA_OPT_MS };
 
 struct ta_options {
@@ -90,6 +91,7 @@ struct ta_options {
 	int enforce;		   /* TIERALLOC_ENFORCE: enum ta_enforce_mode */
 	int promotion;		   /* TIERALLOC_PROMOTION: enum ta_promotion_mode */
 	int access;		   /* TIERALLOC_ACCESS: enum ta_access_mode */
+	int on_misuse;		   /* TIERALLOC_ON_MISUSE: enum ta_on_misuse (alloc/check.c) */
 	uint64_t access_period_ms; /* TIERALLOC_ACCESS_PERIOD */
 	bool maps;		   /* TIERALLOC_MAPS: record the program's own mappings */
 	unsigned nerrors;	   /* bad values seen (for TIERALLOC_STRICT) */

@@ -18,6 +18,7 @@ static const char *const on_full_words[] = { "lowest", "enomem", NULL };
 static const char *const enforce_words[] = { "deferred", "inline", "off", NULL };
 static const char *const promotion_words[] = { "gated", "always", "never", NULL };
 static const char *const access_words[] = { "soft-dirty", "age", "agent", NULL };
+static const char *const misuse_words[] = { "abort", "warn", NULL };
 
 static const char *bad_shm_name(const char *v);
 static const char *bad_priority(const char *v);
@@ -63,6 +64,10 @@ const struct ta_opt_desc ta_opt_table[] = {
 	{ "ON_FULL", TA_OPT_ENUM, FIELD(on_full), "lowest", .words = on_full_words,
 	  .help = "every tier at its max: \"lowest\" places in the last tier anyway, \"enomem\" "
 		  "fails" },
+	{ "ON_MISUSE", TA_OPT_ENUM, FIELD(on_misuse), "abort", .words = misuse_words,
+	  .help = "a heap misuse seen (double free, a pointer that starts no object, an object's "
+		  "header or free-list link overwritten): \"abort\" after one line on stderr, or "
+		  "\"warn\" and leak the object" },
 	{ "ENFORCE", TA_OPT_ENUM, FIELD(enforce), "deferred", .words = enforce_words,
 	  .help = "a tier over its share: \"deferred\" demotes and reclaims from a worker thread, "
 		  "\"inline\" on the allocating thread, \"off\" never" },

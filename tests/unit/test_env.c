@@ -72,6 +72,7 @@ static void parse1(const char *var, struct parsed *r)
 		expect_str_eq((o)->process_limit, defaults.process_limit);                         \
 		expect_str_eq((o)->summary, defaults.summary);                                     \
 		expect_eq((o)->on_full, defaults.on_full);                                         \
+		expect_eq((o)->on_misuse, defaults.on_misuse);                                     \
 		expect_eq((o)->enforce, defaults.enforce);                                         \
 		expect_eq((o)->promotion, defaults.promotion);                                     \
 		expect_eq((o)->access, defaults.access);                                           \
@@ -151,6 +152,7 @@ static void test_enums(void)
 		size_t offset;
 	} opts[] = {
 		{ "ON_FULL", { "lowest", "enomem" }, offsetof(struct ta_options, on_full) },
+		{ "ON_MISUSE", { "abort", "warn" }, offsetof(struct ta_options, on_misuse) },
 		{ "ENFORCE",
 		  { "deferred", "inline", "off" },
 		  offsetof(struct ta_options, enforce) },
@@ -602,11 +604,11 @@ static void test_priority(void)
 static void test_table(void)
 {
 	static const char *const rendered[] = {
-		"0", "0", "0", "warn",	 "",	     "",      "262144",	    "8388608", "", "",
-		"",  "",  "",  "lowest", "deferred", "gated", "soft-dirty", "1000ms",  "1"
+		"0", "0", "0", "warn",	 "",	  "",	      "262144", "8388608",    "",	"",
+		"",  "",  "",  "lowest", "abort", "deferred", "gated",	"soft-dirty", "1000ms", "1"
 	};
-	expect_eq(ta_opt_count, 19);
-	for (unsigned i = 0; i < ta_opt_count && i < 19; i++) {
+	expect_eq(ta_opt_count, 20);
+	for (unsigned i = 0; i < ta_opt_count && i < 20; i++) {
 		const struct ta_opt_desc *d = &ta_opt_table[i];
 		test_context("table row %s", d->name);
 		for (unsigned k = 0; k < i; k++)
