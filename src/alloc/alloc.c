@@ -179,16 +179,20 @@ static void *small_alloc_nocache(unsigned cls, size_t size, size_t align, int wa
 	return p;
 }
 
+/* Every small free that is not the fast path's: a packed object, a full bin, a thread without a
+ * cache, a signal handler's free, and whatever failed the fast path's checks (said here). */
 __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int t, unsigned cls,
 						      void *p)
 {
 	bool packed = cls >= TA_NCLASSES;
-	if (packed) { /* a packed object (its header's class), or not ours */
-		cls = ta_small_class_of(p);
-		if (cls >= TA_NCLASSES) {
-			ta_log_foreign(p, "free");
-			return;
-		}
+	cls = ta_small_class_of(p);
+	if (unlikely(cls >= TA_NCLASSES)) {
+		ta_misuse_pointer("free", p);
+		return;
+	}
+	if (unlikely(ta_freed(p))) {
+		ta_misuse(TA_MISUSE_DOUBLE_FREE, "free", p);
+		return;
 	}
 	int64_t csize = ta_class_size[cls];
 	if (tc == NULL)
@@ -203,12 +207,14 @@ __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int 
 		ta_arena_pack_freed((uint64_t)csize);
 	}
 	if (tc == NULL) {
+		ta_mark_freed(p);
 		ta_arena_flush((unsigned)t, cls, &p, 1);
 		ta_tcache_live_add(NULL, (unsigned)t, -csize);
 		return;
 	}
 	if (tc->in_slow) {
-		/* A signal handler interrupted one of our slow paths: no locks now. */
+		/* A signal handler interrupted one of our slow paths: no locks now. Not marked:
+		 * the drain frees it through ta_free. */
 		void *head = atomic_load(&tc->deferred);
 		do
 			*(void **)p = head;
@@ -216,6 +222,7 @@ __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int 
 		return;
 	}
 	tc->in_slow = 1;
+	ta_mark_freed(p);
 	struct ta_bin *bin = &tc->bins[t][cls];
 	if (bin->count >= bin->cap && !ta_tcache_grow(tc, (unsigned)t, cls))
 		ta_tcache_flush_bin(tc, (unsigned)t, cls, bin->cap / 2);
@@ -273,8 +280,11 @@ __attribute__((noinline)) static void *alloc_impl(size_t size, size_t align, int
 		struct ta_tcache *tc = ta_tcache_get();
 		p = tc != NULL ? small_alloc_slow(tc, cls, size, align, want_tier)
 			       : small_alloc_nocache(cls, size, align, want_tier);
-		if (p != NULL && zero)
-			memset(p, 0, size);
+		if (p != NULL) {
+			ta_mark_taken(p);
+			if (zero)
+				memset(p, 0, size);
+		}
 	} else {
 		p = ta_large_alloc(size, align, want_tier, zero);
 	}
@@ -323,6 +333,7 @@ void *ta_malloc(size_t size)
 			if (likely(__atomic_load_n(&ta_chunk_map[(uintptr_t)p >> TA_CHUNK_SHIFT],
 						   __ATOMIC_RELAXED) == t + 1)) {
 				__atomic_store_n(&bin->count, (uint16_t)(n - 1), __ATOMIC_RELAXED);
+				ta_mark_taken(p);
 				int64_t live = tc->live[t] + (int64_t)ta_class_size[cls];
 				__atomic_store_n(&tc->live[t], live, __ATOMIC_RELAXED);
 				uint64_t *c = &tc->cnt[t][tc->pref_slot];
@@ -366,12 +377,16 @@ void ta_free(void *p)
 	if (likely(t >= 0)) {
 		struct ta_tcache *tc = ta_tls;
 		unsigned cls = ta_chunk_class_of(p);
-		if (likely(tc != NULL && !tc->in_slow && cls < TA_NCLASSES)) {
+		/* An object's start, not freed already (alloc.h, "Heap integrity"); the slow path
+		 * says what failed. */
+		if (likely(tc != NULL && !tc->in_slow && cls < TA_NCLASSES) &&
+		    likely(ta_run_starts(p, cls) && !ta_freed(p))) {
 			struct ta_bin *bin = &tc->bins[t][cls];
 			tc->in_slow = 1; /* as in malloc */
 			atomic_signal_fence(memory_order_seq_cst);
 			unsigned n = __atomic_load_n(&bin->count, __ATOMIC_RELAXED);
 			if (likely(n < bin->cap)) {
+				ta_mark_freed(p);
 				bin->slots[n] = p;
 				__atomic_store_n(&bin->count, (uint16_t)(n + 1), __ATOMIC_RELAXED);
 				int64_t live = tc->live[t] - (int64_t)ta_class_size[cls];
@@ -431,7 +446,7 @@ size_t ta_usable_size(void *p)
 	if (ta_chunk_tier_of(p) >= 0) {
 		size_t usable = ta_small_usable(p);
 		if (usable == 0)
-			ta_log_foreign(p, "malloc_usable_size");
+			ta_misuse_pointer("malloc_usable_size", p);
 		return usable;
 	}
 	if (ta_boot_owns(p))
@@ -459,8 +474,12 @@ void *ta_realloc(void *p, size_t size)
 	int t = ta_chunk_tier_of(p);
 	if (t >= 0) {
 		old = ta_small_usable(p);
-		if (old == 0) {
-			ta_log_foreign(p, "realloc");
+		if (old == 0 || ta_freed(p)) {
+			if (old == 0)
+				ta_misuse_pointer("realloc", p);
+			else
+				ta_misuse(TA_MISUSE_FREED, "realloc", p);
+			/* Under TIERALLOC_ON_MISUSE=warn: refused, as a foreign pointer is. */
 			errno = ENOMEM;
 			return NULL;
 		}

@@ -130,6 +130,9 @@ int ta_memkind_link_start(void);
 extern const uint32_t ta_class_size[TA_NCLASSES];
 extern const uint8_t ta_class_small_lut[(1024 >> 4) + 1];
 extern const uint16_t ta_class_cache_cap[TA_NCLASSES];
+/* Per class, UINT64_MAX / size + 1: n < 2^32 is a multiple of the size iff n * it < it, in 64
+ * bits (Lemire, Kaser, Kurz, "Faster remainder by direct computation", 2019). */
+extern const uint64_t ta_class_div[TA_NCLASSES] TA_HIDDEN; /* hidden: no GOT load */
 
 /* Per class: 1 for a fine class in use (sizeclass.c); sizes of the others above 1 KiB go to the
  * coarse class above. Fine classes are the even ones past 1 KiB; a young process uses none. */
@@ -320,10 +323,13 @@ static inline unsigned ta_chunk_class_of(const void *p)
 }
 
 /*
- * Heap integrity (check.c): misuse that glibc stops (a double free, a pointer that starts no
- * object, an object's header or a freed object's free-list link overwritten) must not corrupt the
- * heap silently. The checks are keyed by per-process secrets; one that fails calls ta_misuse,
- * which aborts (or warns and returns: the caller then leaks what was involved).
+ * Heap integrity (check.c). A misuse that glibc stops must not corrupt the heap silently:
+ *   - a freed small object carries a mark in its second word (the secret ^ its address), written
+ *     by free and cleared by malloc, so a second free finds it wherever the object is then: a
+ *     thread's cache, another thread's, its run's free list (the first word is the link);
+ *   - free, realloc and malloc_usable_size take only a pointer that starts an object of its run's
+ *     class (ta_run_starts) or a packed object whose header checks.
+ * A failed check calls ta_misuse, which aborts (or warns and returns: the caller then leaks).
  */
 struct ta_secrets {
 	uint64_t mark; /* a freed object's second word: mark ^ its address */
@@ -346,6 +352,37 @@ void ta_misuse(enum ta_misuse what, const char *fn, const void *p);
 /* p, in a chunk, starts no object: TA_MISUSE_HEADER in a packed run, else TA_MISUSE_INVALID. */
 void ta_misuse_pointer(const char *fn, const void *p);
 
+/* The object's words, whatever the program stored there. */
+typedef uint64_t __attribute__((__may_alias__)) ta_word;
+static inline bool ta_freed(const void *p)
+{
+	return ((const ta_word *)p)[1] == (ta_secret.mark ^ (uintptr_t)p);
+}
+static inline void ta_mark_freed(void *p)
+{
+	((ta_word *)p)[1] = ta_secret.mark ^ (uintptr_t)p;
+}
+static inline void ta_mark_taken(void *p)
+{
+	((ta_word *)p)[1] = 0;
+}
+
+/* Whether p (in a page of a run of class cls) starts one of the run's objects: its offset in the
+ * run is a multiple of the class's size (a multiply by ta_class_div, no division) and its last
+ * byte is still in the run (not past the run's last object). */
+static inline bool ta_run_starts(const void *p, size_t cls)
+{
+	uintptr_t a = (uintptr_t)p, page = (a >> TA_PAGE_SHIFT) & (TA_CHUNK_PAGES - 1);
+	const uint8_t *back = ((const struct ta_chunk *)(a & ~(TA_CHUNK_SIZE - 1)))->run_back;
+	uint64_t m = ta_class_div[cls];
+	if (((a & (TA_PAGE_SIZE - 1)) + ((uint64_t)back[page] << TA_PAGE_SHIFT)) * m >= m)
+		return false;
+	/* Ends on a later page (rare for small classes): one as many pages further into the run. */
+	uintptr_t more = ((a & (TA_PAGE_SIZE - 1)) + ta_class_size[cls] - 1) >> TA_PAGE_SHIFT;
+	return more == 0 ||
+	       (page + more < TA_CHUNK_PAGES && back[page + more] == back[page] + more);
+}
+
 /*
  * Packed runs (arena.c, "Packed runs"): a young process's first medium objects (TA_PACK_MIN to
  * TA_PACK_MAX bytes) sit back to back in runs shared by every class, glibc-like, each after an
@@ -365,13 +402,13 @@ static inline const struct ta_pack_hdr *ta_pack_hdr_of(const void *p)
 {
 	return (const struct ta_pack_hdr *)((const char *)p - sizeof(struct ta_pack_hdr));
 }
-/* The class of a small object, whichever run holds it; TA_NCLASSES when p does not start a
- * packed object (a pointer that is not ours). */
+/* The class of the small object that starts at p, whichever run holds it; TA_NCLASSES when p
+ * starts none (inside an object, a header overwritten, a free page). */
 static inline unsigned ta_small_class_of(const void *p)
 {
 	unsigned cls = ta_chunk_class_of(p);
 	if (cls < TA_NCLASSES)
-		return cls;
+		return ta_run_starts(p, cls) ? cls : TA_NCLASSES;
 	if (cls != TA_PAGE_PACKED || ((uintptr_t)p & 15u) != 0)
 		return TA_NCLASSES;
 	const struct ta_pack_hdr *h = ta_pack_hdr_of(p);
@@ -380,12 +417,12 @@ static inline unsigned ta_small_class_of(const void *p)
 		return TA_NCLASSES;
 	return h->cls;
 }
-/* Bytes the object at p may use (0 when it is not one of ours). */
+/* Bytes the object at p may use (0 when p starts none of ours). */
 static inline size_t ta_small_usable(const void *p)
 {
 	unsigned cls = ta_chunk_class_of(p);
 	if (cls < TA_NCLASSES)
-		return ta_class_size[cls];
+		return ta_run_starts(p, cls) ? ta_class_size[cls] : 0;
 	return ta_small_class_of(p) < TA_NCLASSES ? ta_pack_hdr_of(p)->usable : 0;
 }
 
@@ -498,7 +535,7 @@ struct ta_cold_range {
 	uint8_t kind;
 };
 /* ---- tcache.c: per-thread caches ---- */
-/* A stack of cached objects: freeing writes nothing into the object itself. */
+/* A stack of cached objects: freeing writes only the object's mark (its second word). */
 struct ta_bin {
 	uint16_t count;
 	uint16_t cap;

@@ -52,10 +52,12 @@ static bool fine_on;
 #define CACHE_CAP(size)                                                                            \
 	(CACHE_BYTES / (size) > 256 ? 256 : CACHE_BYTES / (size) < 4 ? 4 : CACHE_BYTES / (size))
 #define SIZE_OF(size) (size)
+#define DIV_OF(size)  (UINT64_MAX / (size) + 1)
 
 /* Unsized: a count other than TA_NCLASSES conflicts with the declaration in alloc.h. */
 const uint32_t ta_class_size[] = { CLASSES(SIZE_OF) };
 const uint16_t ta_class_cache_cap[] = { CLASSES(CACHE_CAP) };
+const uint64_t ta_class_div[] = { CLASSES(DIV_OF) };
 
 /* ta_class_small_lut[(n + 15) >> 4] is the class of n for n <= 1024. */
 const uint8_t ta_class_small_lut[(1024 >> 4) + 1] = {

@@ -22,7 +22,8 @@ EXTRA_DIST += tests/run-preload.sh tests/integration/lib.sh \
 	tests/integration/test_git.sh tests/integration/test_perl.sh \
 	tests/integration/test_python.sh tests/integration/test_sort.sh \
 	tests/integration/test_sqlite.sh tests/integration/test_tar.sh \
-	tests/integration/test_twotier.sh tests/integration/test_stat.sh
+	tests/integration/test_twotier.sh tests/integration/test_stat.sh \
+	tests/integration/test_misuse.sh
 
 # A sanitizer runtime wants malloc for itself: no LD_PRELOAD tests in a sanitized build.
 if !SANITIZED
@@ -33,7 +34,8 @@ ta_it_ldflags = -pthread
 ta_it_progs = tests/integration/prog_fork tests/integration/prog_threads \
 	tests/integration/prog_atexit tests/integration/prog_signal \
 	tests/integration/prog_mix tests/integration/prog_stdio_exit tests/integration/prog_maps
-check_PROGRAMS += $(ta_it_progs) tests/integration/prog_blocks tests/integration/prog_cxx
+check_PROGRAMS += $(ta_it_progs) tests/integration/prog_blocks tests/integration/prog_cxx \
+	tests/integration/prog_misuse
 
 tests_integration_prog_maps_SOURCES = tests/integration/prog_maps.c tests/integration/prog.h
 tests_integration_prog_maps_CFLAGS = $(ta_it_cflags)
@@ -76,12 +78,19 @@ tests_integration_prog_blocks_CFLAGS = $(ta_it_cflags)
 tests_integration_prog_blocks_LDFLAGS = $(ta_it_ldflags)
 tests_integration_prog_blocks_LDADD = $(DL_LIBS)
 
+# Not a test by itself: each case aborts by design (test_misuse.sh runs them).
+tests_integration_prog_misuse_SOURCES = tests/integration/prog_misuse.c tests/integration/prog.h
+tests_integration_prog_misuse_CFLAGS = $(ta_it_cflags)
+tests_integration_prog_misuse_LDFLAGS = $(ta_it_ldflags)
+tests_integration_prog_misuse_LDADD = $(DL_LIBS)
+
 tests_integration_prog_cxx_SOURCES = tests/integration/prog_cxx.cc
 tests_integration_prog_cxx_CXXFLAGS = -std=gnu++17 -Wall -Wextra -pthread
 tests_integration_prog_cxx_LDFLAGS = $(ta_it_ldflags)
 
 TESTS += $(ta_it_progs) \
 	tests/integration/test_env.sh \
+	tests/integration/test_misuse.sh \
 	tests/integration/test_twotier.sh \
 	tests/integration/test_stat.sh \
 	tests/integration/test_cxx.sh \

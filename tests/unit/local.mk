@@ -6,7 +6,8 @@ unit_tests = \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
 	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_maps tests/unit/test_stress \
-	tests/unit/test_access tests/unit/test_access_agent tests/unit/test_pack tests/unit/test_heatfile \
+	tests/unit/test_access tests/unit/test_access_agent tests/unit/test_pack tests/unit/test_check \
+	tests/unit/test_heatfile \
 	tests/unit/test_damon tests/unit/test_lend tests/unit/test_press tests/unit/test_protect \
 	tests/unit/test_policies tests/unit/test_common
 check_PROGRAMS += $(unit_tests)
@@ -30,6 +31,10 @@ tests_unit_test_pack_SOURCES = tests/unit/test_pack.c tests/lib/test.h tests/lib
 tests_unit_test_pack_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_pack_CFLAGS = $(unit_cflags)
 tests_unit_test_pack_LDADD = $(unit_ldadd)
+tests_unit_test_check_SOURCES = tests/unit/test_check.c tests/lib/test.h tests/lib/tiers.h
+tests_unit_test_check_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_check_CFLAGS = $(unit_cflags)
+tests_unit_test_check_LDADD = $(unit_ldadd)
 tests_unit_test_sizeclass_SOURCES = tests/unit/test_sizeclass.c tests/lib/test.h
 tests_unit_test_sizeclass_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_sizeclass_CFLAGS = $(unit_cflags)

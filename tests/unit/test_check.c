@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Heap integrity (src/alloc/check.c, alloc.h "Heap integrity"), under TIERALLOC_ON_MISUSE=warn so
+ * that each misuse is said and survived:
+ *   - every class: a pointer starts an object of its run exactly when its offset in the run is
+ *     a multiple of the class's size below the run's last object (every 16-byte offset of a run
+ *     of each class, against the run's own nobj);
+ *   - a double free (small, packed) is said once and the object handed out once;
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "test.h"
+#include "tiers.h"
+
+static bool is_packed(const void *p)
+{
+	return ta_chunk_class_of(p) == TA_PAGE_PACKED;
+}
+
+static struct ta_run *run_of(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	struct ta_chunk *c = (struct ta_chunk *)(a & ~(TA_CHUNK_SIZE - 1));
+	unsigned page = (unsigned)((a & (TA_CHUNK_SIZE - 1)) >> TA_PAGE_SHIFT);
+	return &c->run[page - c->run_back[page]];
+}
+
+/* Said lines of a call, captured. */
+static unsigned said(void (*fn)(void *), void *arg, const char *what)
+{
+	struct test_capture cap;
+	char buf[4096];
+	capture_begin(&cap);
+	fn(arg);
+	capture_end(&cap, buf, sizeof(buf));
+	unsigned n = count_lines(buf, "tieralloc: warning: ");
+	if (what != NULL && strstr(buf, what) == NULL)
+		test_fail(__FILE__, __LINE__, "expected \"%s\" in: %s", what, buf);
+	return n;
+}
+
+static void do_free(void *p)
+{
+	tieralloc_free(p);
+}
+
+static void run_starts(void)
+{
+	ta_class_set_fine(true); /* the fine classes' runs too */
+	for (unsigned cls = 0; cls < TA_NCLASSES; cls++) {
+		if (!ta_class_is_coarse(cls) && !ta_class_fine_ok[cls])
+			continue;
+		test_context("class %u (%u bytes)", cls, ta_class_size[cls]);
+		void *p = tieralloc_malloc(ta_class_size[cls]);
+		if (p == NULL || is_packed(p) || ta_chunk_class_of(p) != cls)
+			test_hard("malloc(%u): no object of a class run", ta_class_size[cls]);
+		struct ta_run *r = run_of(p);
+		char *base =
+		    (char *)((uintptr_t)p & ~(TA_CHUNK_SIZE - 1)) +
+		    (size_t)(r - ((struct ta_chunk *)((uintptr_t)p & ~(TA_CHUNK_SIZE - 1)))->run) *
+			TA_PAGE_SIZE;
+		size_t size = ta_class_size[cls], bytes = (size_t)r->pages * TA_PAGE_SIZE;
+		unsigned wrong = 0;
+		for (size_t off = 0; off < bytes; off += 16) {
+			bool start = off % size == 0 && off / size < r->nobj;
+			wrong += ta_run_starts(base + off, cls) != start;
+			wrong += (ta_small_class_of(base + off) == cls) != start;
+		}
+		expect_eq(wrong, 0);
+		tieralloc_free(p);
+	}
+	ta_class_set_fine(false);
+	test_context("%s", "");
+}
+
+static void double_free(size_t size)
+{
+	test_context("double free of a %zu-byte object", size);
+	settle(); /* no cached object of the class: a packed one is cut while packing */
+	void *keep = tieralloc_malloc(size), *p = tieralloc_malloc(size);
+	expect_eq(is_packed(p), size > 64);
+	tieralloc_free(p);
+	expect_eq(said(do_free, p, "double free"), 1);
+	void *q[64];
+	unsigned seen = 0;
+	for (unsigned i = 0; i < 64; i++) {
+		q[i] = tieralloc_malloc(size);
+		seen += q[i] == p;
+	}
+	expect_le(seen, 1);
+	for (unsigned i = 0; i < 64; i++)
+		tieralloc_free(q[i]);
+	tieralloc_free(keep);
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const env[] = { "TIERALLOC_SHM_NAME=off", "TIERALLOC_ENFORCE=off",
+					   "TIERALLOC_PACK=0", "TIERALLOC_ON_MISUSE=warn", NULL };
+	test_reexec_with_env(argv, env);
+	run_starts();
+	ta_arena_set_pack_limit(0);
+	double_free(48);
+	/* 1024: a packed object of that size serves its own class (1024) once freed. */
+	ta_arena_set_pack_limit(16u << 20);
+	double_free(1024);
+	return test_done();
+}
