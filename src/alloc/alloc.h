@@ -328,7 +328,7 @@ static inline unsigned ta_chunk_class_of(const void *p)
  *     by free and cleared by malloc, so a second free finds it wherever the object is then: a
  *     thread's cache, another thread's, its run's free list (the first word is the link);
  *   - free, realloc and malloc_usable_size take only a pointer that starts an object of its run's
- *     class (ta_run_starts) or a packed object whose header checks.
+ *     class (ta_run_starts) or a packed object whose header's hash matches (ta_pack_class_of).
  * A failed check calls ta_misuse, which aborts (or warns and returns: the caller then leaks).
  */
 struct ta_secrets {
@@ -393,14 +393,38 @@ static inline bool ta_run_starts(const void *p, size_t cls)
 #define TA_PACK_PAGES 2u /* pages of a packed run: room for the largest object */
 struct ta_pack_hdr {
 	uint32_t usable; /* bytes of the object: 8 mod 16, so that the next one is aligned */
-	uint8_t cls;	 /* the bin it goes to: the largest class of at most usable bytes */
-	uint8_t check;	 /* TA_PACK_CHECK ^ cls: a pointer that is not a packed object's start */
-	uint16_t zero;
+	/* The bin it goes to (the largest class of at most usable bytes) in the low byte; above it
+	 * 24 bits of a hash of the header and the object's address, keyed by the secret: an
+	 * overflow from the object before, or a pointer that is not an object's start, fails. */
+	uint32_t tag;
 };
-#define TA_PACK_CHECK 0xa5u
+_Static_assert(sizeof(struct ta_pack_hdr) == 8, "one word, read and checked at once");
+#define TA_PACK_TAG_MASK 0xffffff0000000000ull /* the hash's bits in the header's word */
+/* The header word h (the hash's bits ignored) at p's, with its hash: one multiply, whose top
+ * bits depend on every bit of the address, the secret and the fields. */
+static inline uint64_t ta_pack_hash(const void *p, uint64_t h)
+{
+	return ((uintptr_t)p ^ ta_secret.tag ^ (h & ~TA_PACK_TAG_MASK)) * 0x9e3779b97f4a7c15ull;
+}
+static inline uint64_t ta_pack_word(const void *p, uint32_t usable, unsigned cls)
+{
+	uint64_t h = usable | (uint64_t)cls << 32;
+	return h | (ta_pack_hash(p, h) & TA_PACK_TAG_MASK);
+}
 static inline const struct ta_pack_hdr *ta_pack_hdr_of(const void *p)
 {
 	return (const struct ta_pack_hdr *)((const char *)p - sizeof(struct ta_pack_hdr));
+}
+/* The class of the packed object that starts at p (16-aligned, in a packed run), or TA_NCLASSES
+ * when its header fails its hash. */
+static inline unsigned ta_pack_class_of(const void *p)
+{
+	uint64_t h = *(const ta_word *)ta_pack_hdr_of(p);
+	unsigned cls = (unsigned)(h >> 32) & 0xffu;
+	if (((ta_pack_hash(p, h) ^ h) & TA_PACK_TAG_MASK) != 0 || cls >= TA_NCLASSES ||
+	    (uint32_t)h > TA_PACK_MAX + 8u)
+		return TA_NCLASSES;
+	return cls;
 }
 /* The class of the small object that starts at p, whichever run holds it; TA_NCLASSES when p
  * starts none (inside an object, a header overwritten, a free page). */
@@ -411,11 +435,7 @@ static inline unsigned ta_small_class_of(const void *p)
 		return ta_run_starts(p, cls) ? cls : TA_NCLASSES;
 	if (cls != TA_PAGE_PACKED || ((uintptr_t)p & 15u) != 0)
 		return TA_NCLASSES;
-	const struct ta_pack_hdr *h = ta_pack_hdr_of(p);
-	if (h->check != (TA_PACK_CHECK ^ h->cls) || h->cls >= TA_NCLASSES || h->zero != 0 ||
-	    h->usable > TA_PACK_MAX + 8u || h->usable < ta_class_size[h->cls])
-		return TA_NCLASSES;
-	return h->cls;
+	return ta_pack_class_of(p);
 }
 /* Bytes the object at p may use (0 when p starts none of ours). */
 static inline size_t ta_small_usable(const void *p)

@@ -462,11 +462,7 @@ void *ta_arena_pack(unsigned tier, size_t size, struct ta_fill_charge *ch)
 	unsigned cls = pack_class(usable);
 	a->pack_run->empty_ns += ta_class_size[cls];
 	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
-	struct ta_pack_hdr *h = (struct ta_pack_hdr *)(p - sizeof(*h));
-	h->usable = usable;
-	h->cls = (uint8_t)cls;
-	h->check = (uint8_t)(TA_PACK_CHECK ^ cls);
-	h->zero = 0;
+	*(ta_word *)(p - sizeof(struct ta_pack_hdr)) = ta_pack_word(p, usable, cls);
 	return p;
 }
 

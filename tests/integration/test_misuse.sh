@@ -21,6 +21,9 @@ cases=(
 	"realloc-freed|realloc\(PTR\): object already freed"
 	"interior-free|free\(PTR\): not the start of an object"
 	"interior-realloc|realloc\(PTR\): not the start of an object"
+	"header-free|free\(PTR\): object header overwritten, or not the start of an object"
+	"header-realloc|realloc\(PTR\): object header overwritten, or not the start of an object"
+	"header-usable|malloc_usable_size\(PTR\): object header overwritten, or not the start of an object"
 )
 
 show()
