@@ -217,7 +217,7 @@ __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int 
 		 * the drain frees it through ta_free. */
 		void *head = atomic_load(&tc->deferred);
 		do
-			*(void **)p = head;
+			ta_link_put(p, head);
 		while (!atomic_compare_exchange_weak(&tc->deferred, &head, p));
 		return;
 	}

@@ -328,7 +328,9 @@ static inline unsigned ta_chunk_class_of(const void *p)
  *     by free and cleared by malloc, so a second free finds it wherever the object is then: a
  *     thread's cache, another thread's, its run's free list (the first word is the link);
  *   - free, realloc and malloc_usable_size take only a pointer that starts an object of its run's
- *     class (ta_run_starts) or a packed object whose header's hash matches (ta_pack_class_of).
+ *     class (ta_run_starts) or a packed object whose header's hash matches (ta_pack_class_of);
+ *   - free-list links are stored XORed with their own address >> 12 and a secret, and checked to
+ *     point at an object of the same run (or a packed object of the same class) when taken.
  * A failed check calls ta_misuse, which aborts (or warns and returns: the caller then leaks).
  */
 struct ta_secrets {
@@ -365,6 +367,18 @@ static inline void ta_mark_freed(void *p)
 static inline void ta_mark_taken(void *p)
 {
 	((ta_word *)p)[1] = 0;
+}
+/* A free-list link at `at` (a freed object's first word): glibc's safe-linking, keyed too, so
+ * that a pointer written there by a use after free decodes to garbage that the taker refuses. */
+#define TA_LINK_SHIFT 12
+static inline void ta_link_put(void *at, const void *next)
+{
+	*(ta_word *)at = (uintptr_t)next ^ ((uintptr_t)at >> TA_LINK_SHIFT) ^ ta_secret.link;
+}
+static inline void *ta_link_get(const void *at)
+{
+	return (void *)(uintptr_t)(*(const ta_word *)at ^ ((uintptr_t)at >> TA_LINK_SHIFT) ^
+				   ta_secret.link);
 }
 
 /* Whether p (in a page of a run of class cls) starts one of the run's objects: its offset in the

@@ -514,6 +514,26 @@ static void list_del(struct ta_central_bin *b, struct ta_run *r)
 	}
 }
 
+/* Whether q, a link read from a freed object of r, is one of r's objects handed out before (a
+ * run's free list holds only its own). */
+static bool run_holds(const struct ta_run *r, const void *q)
+{
+	uint64_t off = (uintptr_t)q - (uintptr_t)run_base(r), m = ta_class_div[r->cls];
+	return off < (uint64_t)r->fresh * ta_class_size[r->cls] && off * m < m;
+}
+
+/* Whether q, a link read from a freed packed object of class cls, is another one. */
+static bool packed_holds(unsigned cls, const void *q)
+{
+	return ta_chunk_tier_of(q) >= 0 && ta_chunk_class_of(q) == TA_PAGE_PACKED &&
+	       ((uintptr_t)q & 15u) == 0 && ta_pack_class_of(q) == cls;
+}
+
+/*
+ * A link that fails its check (a use after free wrote the object's first word): the object and
+ * the rest of its list are leaked, never handed out; the run's nfree is cleared so that it never
+ * counts as empty (the program may still write there). The misuse is said after the bin's lock.
+ */
 unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 		       struct ta_fill_charge *ch)
 {
@@ -521,12 +541,17 @@ unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 	void **packed = &ta_arenas[tier].packed[cls];
 	size_t size = ta_class_size[cls];
 	unsigned got = 0, nstale = 0;
-	void *stale[16];
+	void *stale[16], *bad = NULL;
 	ta_lock(&b->lock, TA_RANK_BIN);
 	/* Packed objects first: their runs never empty, a class's run may. */
 	while (got < want && *packed != NULL && !ch->runs_only && nstale < 16) {
-		void *p = *packed;
-		*packed = *(void **)p;
+		void *p = *packed, *next = ta_link_get(p);
+		if (unlikely(next != NULL && !packed_holds(cls, next))) {
+			bad = p;
+			*packed = NULL;
+			break;
+		}
+		*packed = next;
 		atomic_fetch_sub_explicit(&chunk_of(p)->packed_free, size, memory_order_relaxed);
 		if (likely(ta_chunk_tier_of(p) == (int)tier))
 			out[got++] = p;
@@ -548,8 +573,14 @@ unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 			nempty_add(b, -1);
 		}
 		while (got < want && r->free != NULL) {
-			void *p = r->free;
-			r->free = *(void **)p;
+			void *p = r->free, *next = ta_link_get(p);
+			if (unlikely(next != NULL && !run_holds(r, next))) {
+				bad = p;
+				r->free = NULL;
+				r->nfree = 0;
+				break;
+			}
+			r->free = next;
 			r->nfree--;
 			out[got++] = p;
 		}
@@ -570,6 +601,8 @@ unsigned ta_arena_fill(unsigned tier, unsigned cls, void **out, unsigned want,
 			list_del(b, r);
 	}
 	ta_unlock(&b->lock, TA_RANK_BIN);
+	if (unlikely(bad != NULL))
+		ta_misuse(TA_MISUSE_LINK, "malloc", bad);
 	/* To their tier's list (the retag left them out of the live bytes it moved: they were
 	 * listed). */
 	for (unsigned i = 0; i < nstale; i++)
@@ -592,7 +625,7 @@ static unsigned flush_locked(struct ta_central_bin *b, unsigned tier, unsigned c
 				others[nothers++] = p;
 				continue;
 			}
-			*(void **)p = ta_arenas[tier].packed[cls];
+			ta_link_put(p, ta_arenas[tier].packed[cls]);
 			ta_arenas[tier].packed[cls] = p;
 			atomic_fetch_add_explicit(&chunk_of(p)->packed_free, ta_class_size[cls],
 						  memory_order_relaxed);
@@ -603,7 +636,7 @@ static unsigned flush_locked(struct ta_central_bin *b, unsigned tier, unsigned c
 			others[nothers++] = p;
 			continue;
 		}
-		*(void **)p = r->free;
+		ta_link_put(p, r->free);
 		r->free = p;
 		r->nfree++;
 		if (!r->listed)

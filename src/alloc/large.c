@@ -533,7 +533,7 @@ void ta_large_free(struct ta_large *l)
 	if (tc != NULL && tc->in_slow) {
 		void *head = atomic_load(&tc->deferred);
 		do
-			*(void **)p = head;
+			ta_link_put(p, head);
 		while (!atomic_compare_exchange_weak(&tc->deferred, &head, p));
 		return;
 	}

@@ -123,11 +123,22 @@ void ta_tcache_flush_bin(struct ta_tcache *tc, unsigned tier, unsigned cls, unsi
 	bin->count = keep;
 }
 
+/* Whether q, a link read from a deferred object, is an object of ours: a small one (ta_free checks
+ * the rest) or a large one on record. */
+static bool deferred_ok(const void *q)
+{
+	return ((uintptr_t)q & 15u) == 0 && (ta_chunk_tier_of(q) >= 0 || ta_large_find(q) != NULL);
+}
+
 void ta_tcache_drain_deferred(struct ta_tcache *tc)
 {
 	void *p = atomic_exchange(&tc->deferred, NULL);
 	while (p != NULL) {
-		void *next = *(void **)p;
+		void *next = ta_link_get(p);
+		if (unlikely(next != NULL && !deferred_ok(next))) {
+			ta_misuse(TA_MISUSE_LINK, "free", p); /* warn: p and the rest leaked */
+			return;
+		}
 		ta_free(p);
 		p = next;
 	}

@@ -24,6 +24,8 @@ cases=(
 	"header-free|free\(PTR\): object header overwritten, or not the start of an object"
 	"header-realloc|realloc\(PTR\): object header overwritten, or not the start of an object"
 	"header-usable|malloc_usable_size\(PTR\): object header overwritten, or not the start of an object"
+	"link-run|malloc\(\): free-list link of freed object PTR overwritten"
+	"link-packed|malloc\(\): free-list link of freed object PTR overwritten"
 )
 
 show()

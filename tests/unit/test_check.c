@@ -8,6 +8,9 @@
  *   - a packed header with any one of its bytes changed, or copied to another object, no longer
  *     names a class;
  *   - a double free (small, packed) is said once and the object handed out once;
+ *   - a free-list link overwritten after the free (run list, packed list) is said when taken,
+ *     and neither that object nor the pointer written there is handed out;
+ *   - links are stored encoded: the word in a freed object is not the next object's address.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +132,45 @@ static void double_free(size_t size)
 	tieralloc_free(keep);
 }
 
+static void overwritten_link(size_t size)
+{
+	test_context("a %zu-byte object's free-list link overwritten", size);
+	settle();
+	enum { N = 64 };
+	void *v[N], *live = tieralloc_malloc(size);
+	for (unsigned i = 0; i < N; i++)
+		v[i] = tieralloc_malloc(size);
+	expect_eq(is_packed(v[0]), size > 64);
+	for (unsigned i = 0; i < N; i += 2)
+		tieralloc_free(v[i]);
+	settle(); /* onto the run's or the packed list; the run keeps live objects */
+	void *next = ta_link_get(v[0]);
+	uint64_t word;
+	memcpy(&word, v[0], 8);
+	expect_true(word != (uintptr_t)next); /* stored encoded */
+	for (unsigned i = 0; i < N; i += 2)
+		memcpy(v[i], &live, sizeof(live));
+	struct test_capture cap;
+	char buf[4096];
+	void *q[2 * N];
+	unsigned bad = 0;
+	capture_begin(&cap);
+	for (unsigned i = 0; i < 2 * N; i++) {
+		q[i] = tieralloc_malloc(size);
+		bad += q[i] == live;
+		for (unsigned k = 0; k < N; k += 2)
+			bad += q[i] == v[k];
+	}
+	capture_end(&cap, buf, sizeof(buf));
+	expect_ge(count_lines(buf, "tieralloc: warning: malloc(): free-list link"), 1);
+	expect_eq(bad, 0);
+	for (unsigned i = 0; i < 2 * N; i++)
+		tieralloc_free(q[i]);
+	for (unsigned i = 1; i < N; i += 2)
+		tieralloc_free(v[i]);
+	tieralloc_free(live);
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const env[] = { "TIERALLOC_SHM_NAME=off", "TIERALLOC_ENFORCE=off",
@@ -138,8 +180,10 @@ int main(int argc, char **argv)
 	packed_header();
 	ta_arena_set_pack_limit(0);
 	double_free(48);
+	overwritten_link(48);
 	/* 1024: a packed object of that size serves its own class (1024) once freed. */
 	ta_arena_set_pack_limit(16u << 20);
 	double_free(1024);
+	overwritten_link(1024);
 	return test_done();
 }
