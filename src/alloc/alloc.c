@@ -371,34 +371,58 @@ __attribute__((noinline)) static void free_other(void *p)
 	ta_log_foreign(p, "free");
 }
 
+/* The fast path's push of p, an object of cls (its start checked), onto this thread's bin; false
+ * (nothing changed) when it is freed already (its mark), the bin is full or, packed, a batch of
+ * packed frees is to be reported (ta_arena_pack_freed): the slow path does those. */
+static inline __attribute__((always_inline)) bool free_to_bin(struct ta_tcache *tc, size_t t,
+							      size_t cls, void *p, bool packed)
+{
+	uint64_t mark = ta_secret.mark ^ (uintptr_t)p;
+	if (unlikely(((ta_word *)p)[1] == mark))
+		return false;
+	struct ta_bin *bin = tc->bins[0] + (t * TA_NCLASSES + cls);
+	uint32_t csize = ta_class_size[cls];
+	tc->in_slow = 1; /* as in malloc */
+	atomic_signal_fence(memory_order_seq_cst);
+	unsigned n = __atomic_load_n(&bin->count, __ATOMIC_RELAXED);
+	uint32_t pack_freed = tc->pack_freed + csize;
+	if (likely(n < bin->cap && (!packed || pack_freed < TA_PACK_FREED_BATCH))) {
+		((ta_word *)p)[1] = mark;
+		bin->slots[n] = p;
+		__atomic_store_n(&bin->count, (uint16_t)(n + 1), __ATOMIC_RELAXED);
+		if (packed)
+			tc->pack_freed = pack_freed;
+		int64_t live = tc->live[t] - (int64_t)csize;
+		__atomic_store_n(&tc->live[t], live, __ATOMIC_RELAXED);
+		atomic_signal_fence(memory_order_seq_cst);
+		ta_tcache_finish_slow(tc);
+		return true;
+	}
+	atomic_signal_fence(memory_order_seq_cst);
+	tc->in_slow = 0; /* the slow path drains what was deferred */
+	return false;
+}
+
 void ta_free(void *p)
 {
 	int t = ta_chunk_tier_of(p);
 	if (likely(t >= 0)) {
 		struct ta_tcache *tc = ta_tls;
-		unsigned cls = ta_chunk_class_of(p);
-		/* An object's start, not freed already (alloc.h, "Heap integrity"); the slow path
-		 * says what failed. */
-		if (likely(tc != NULL && !tc->in_slow && cls < TA_NCLASSES) &&
-		    likely(ta_run_starts(p, cls) && !ta_freed(p))) {
-			struct ta_bin *bin = &tc->bins[t][cls];
-			tc->in_slow = 1; /* as in malloc */
-			atomic_signal_fence(memory_order_seq_cst);
-			unsigned n = __atomic_load_n(&bin->count, __ATOMIC_RELAXED);
-			if (likely(n < bin->cap)) {
-				ta_mark_freed(p);
-				bin->slots[n] = p;
-				__atomic_store_n(&bin->count, (uint16_t)(n + 1), __ATOMIC_RELAXED);
-				int64_t live = tc->live[t] - (int64_t)ta_class_size[cls];
-				__atomic_store_n(&tc->live[t], live, __ATOMIC_RELAXED);
-				atomic_signal_fence(memory_order_seq_cst);
-				ta_tcache_finish_slow(tc);
-				return;
+		size_t kind = ta_chunk_class_of(p); /* a class, or TA_PAGE_PACKED */
+		/* An object's start (a packed one's header checked), not freed already: alloc.h,
+		 * "Heap integrity". The slow path says what failed. */
+		if (likely(tc != NULL && !tc->in_slow)) {
+			if (likely(kind < TA_NCLASSES)) {
+				if (likely(ta_run_starts(p, kind)) &&
+				    free_to_bin(tc, (unsigned)t, kind, p, false))
+					return;
+			} else if (kind == TA_PAGE_PACKED && ((uintptr_t)p & 15u) == 0) {
+				unsigned cls = ta_pack_class_of(p);
+				if (cls < TA_NCLASSES && free_to_bin(tc, (unsigned)t, cls, p, true))
+					return;
 			}
-			atomic_signal_fence(memory_order_seq_cst);
-			tc->in_slow = 0; /* the slow path drains what was deferred */
 		}
-		small_free_slow(tc, t, cls, p);
+		small_free_slow(tc, t, (unsigned)kind, p);
 		return;
 	}
 	if (p == NULL)
