@@ -10,7 +10,7 @@ bench_bench_malloc_LDADD = src/libtieralloc.la $(MEMKIND_SHARED_LIBS) $(DL_LIBS)
 # -no-install: a real binary (rpath to src/.libs), not a libtool wrapper script, so that
 # LD_PRELOAD reaches the benchmark itself and not a shell.
 bench_bench_malloc_LDFLAGS = -no-install
-EXTRA_DIST += bench/run-bench.sh bench/smoke.sh bench/README.md
+EXTRA_DIST += bench/run-bench.sh bench/smoke.sh bench/README.md bench/run-compare.sh
 
 # BENCH_REPS=N repeats each cell N times (median reported); BENCH_ARGS passes options through.
 bench: bench/bench-malloc$(EXEEXT)
