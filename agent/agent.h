@@ -73,10 +73,6 @@ uint32_t ta_agent_priority_of(bool have_operator, uint32_t operator_priority, ui
 /* The ceiling's default: a container ranks itself above nobody unless the operator says so. */
 #define TA_AGENT_PRIORITY_CEILING_DEFAULT 0u
 
-/* Where the agent keeps its lock and the state files of what it changed (caps, protections):
- * --state-dir. */
-#define TA_AGENT_STATE_DIR "/run/tierallocd"
-
 /* ---- pressure.c: reclaim for priority (--reclaim-for-priority, seed 001), pure ---- */
 #define TA_PRESS_MAX	     256	   /* cgroups in one plan */
 #define TA_PRESS_CAP_MARGIN  (16ull << 20) /* a cap's distance above a floor (pressure.c) */

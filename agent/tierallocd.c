@@ -295,7 +295,7 @@ static void usage(FILE *f)
 	       "  --status FILE  where the policies' decisions are written every second for\n"
 	       "                tieralloc-stat (default " TA_POLICIES_DEFAULT ")\n"
 	       "  --state-dir DIR  its lock and the state files of the caps and protections\n"
-	       "                (default " TA_AGENT_STATE_DIR "): one agent at a time per\n"
+	       "                (default " TA_AGENT_RUN_DIR "): one agent at a time per\n"
 	       "                directory\n"
 	       "  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
 	       "  --version     print \"tierallocd VERSION\" and exit\n"
@@ -442,7 +442,7 @@ static int parse(int argc, char **argv, struct options *o)
 			       .btf = "/sys/kernel/btf/vmlinux",
 			       .status = TA_POLICIES_DEFAULT,
 			       .priority_ceiling = TA_AGENT_PRIORITY_CEILING_DEFAULT,
-			       .state_dir = TA_AGENT_STATE_DIR };
+			       .state_dir = TA_AGENT_RUN_DIR };
 	bool reserve_given = false, step_given = false, protect_tuned = false;
 	bool ceiling_given = false;
 	bool status_given = false;
