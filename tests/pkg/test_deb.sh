@@ -82,6 +82,7 @@ expect()
 		echo "usr/share/man/man7/tieralloc.7.gz"
 		echo "usr/share/doc/tieralloc/README.md usr/share/doc/tieralloc/DESIGN-NOTES.md"
 		echo "usr/share/doc/tieralloc/runtimes.md"
+		echo "usr/share/doc/tieralloc/security.md"
 		;;
 	tierallocd)
 		echo "usr/sbin/tierallocd usr/lib/systemd/system/tierallocd.service"
