@@ -83,6 +83,7 @@ expect()
 		echo "usr/share/doc/tieralloc/README.md usr/share/doc/tieralloc/DESIGN-NOTES.md"
 		echo "usr/share/doc/tieralloc/runtimes.md"
 		echo "usr/share/doc/tieralloc/security.md"
+		echo "usr/share/doc/tieralloc/allocator.md"
 		;;
 	tierallocd)
 		echo "usr/sbin/tierallocd usr/lib/systemd/system/tierallocd.service"
