@@ -84,6 +84,7 @@ expect()
 		echo "usr/share/doc/tieralloc/runtimes.md"
 		echo "usr/share/doc/tieralloc/security.md"
 		echo "usr/share/doc/tieralloc/allocator.md"
+		echo "usr/share/doc/tieralloc/observing.md"
 		;;
 	tierallocd)
 		echo "usr/sbin/tierallocd usr/lib/systemd/system/tierallocd.service"
