@@ -85,6 +85,10 @@ expect()
 		echo "usr/share/doc/tieralloc/security.md"
 		echo "usr/share/doc/tieralloc/allocator.md"
 		echo "usr/share/doc/tieralloc/observing.md"
+		echo "usr/share/doc/tieralloc/agent.md"
+		echo "usr/share/doc/tieralloc/policies/lending.md"
+		echo "usr/share/doc/tieralloc/policies/reclaim-for-priority.md"
+		echo "usr/share/doc/tieralloc/policies/protect.md"
 		;;
 	tierallocd)
 		echo "usr/sbin/tierallocd usr/lib/systemd/system/tierallocd.service"
