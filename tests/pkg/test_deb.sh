@@ -89,6 +89,7 @@ expect()
 		echo "usr/share/doc/tieralloc/policies/lending.md"
 		echo "usr/share/doc/tieralloc/policies/reclaim-for-priority.md"
 		echo "usr/share/doc/tieralloc/policies/protect.md"
+		echo "usr/share/doc/tieralloc/packages.md"
 		;;
 	tierallocd)
 		echo "usr/sbin/tierallocd usr/lib/systemd/system/tierallocd.service"
