@@ -75,7 +75,7 @@ struct tieralloc_tier_stats {
 	uint32_t size;		   /* in: sizeof(struct tieralloc_tier_stats) */
 	uint32_t version;	   /* out: 1 */
 	uint64_t bytes_live;	   /* bytes handed out and not yet freed, by every thread */
-	uint64_t bytes_peak;	   /* highest charge seen (see README: charge batching) */
+	uint64_t bytes_peak;	   /* highest charge seen (docs/allocator.md: charge batching) */
 	uint64_t charged;	   /* bytes charged against the limit: runs of small objects (in use
 				      or free), large objects, per-thread stock */
 	uint64_t limit;		   /* current byte limit of this tier (UINT64_MAX: none) */
@@ -104,7 +104,7 @@ TIERALLOC_API int tieralloc_tier_stats(int tier, struct tieralloc_tier_stats *ou
  * high, max, charged, peak, steered_away, overflowed, exhausted, reclaimed, observed, untracked,
  * demoted, reclaim_asked, reclaims, gated; -ENOENT when this
  * process keeps its own accounting), "shm.active" (uint32_t),
- * "opt.<name>" (the parsed TIERALLOC_* values; see README), "thread.flush" (write-only, any
+ * "opt.<name>" (the parsed TIERALLOC_* values; see tieralloc(7)), "thread.flush" (write-only, any
  * value: publish this thread's cached counters), "purge" (write-only, any value: give back to
  * the kernel now everything held and unused: empty runs, freed large objects kept).
  * Returns 0, -ENOENT (unknown name), -EPERM (read-only), -EINVAL (size mismatch or bad value).

@@ -53,7 +53,7 @@ static void usage(FILE *f)
 	      "  -v, --verbose        list the processes counted in the summary\n"
 	      "  -h, --help           this text\n"
 	      "      --version        print \"tieralloc-run VERSION\" and exit\n"
-	      "Other TIERALLOC_* variables in the environment are passed through (see README).\n",
+	      "Other TIERALLOC_* variables in the environment are passed through (tieralloc(7)).\n",
 	      f);
 }
 

@@ -13,7 +13,7 @@
  *   without cgroups; <tiers> a hash of the tiers' node sets, so that processes that disagree on
  *   the tiers do not share quotas. TIERALLOC_SHM_NAME overrides it (shared by whoever names it).
  * - Mode 0600, owned by the creating user: a segment owned by anyone else is refused, and the
- *   process uses "<name>-u<euid>" instead (README, "Security and trust").
+ *   process uses "<name>-u<euid>" instead (docs/security.md).
  * - The creator holds flock(LOCK_EX) on the file from its O_EXCL creation until it has filled the
  *   header and release-stored state = TA_SHM_READY; an attacher acquire-waits for it a bounded
  *   time. An unfinished file (empty, or INIT with no magic or this one) whose lock is free lost

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * TIERALLOC_* options. One table row per option drives the parser, the "opt.<name>" control
- * names, TIERALLOC_SHOW_CONFIG and the README table. Parsing walks environ once at start-up,
- * copies into fixed buffers and never allocates: it runs inside the first malloc calls.
+ * names, TIERALLOC_SHOW_CONFIG and man/tieralloc.7's ENVIRONMENT (tests/man checks it). Parsing
+ * walks environ once at start-up, copies into fixed buffers and never allocates: it runs inside
+ * the first malloc calls.
  * A bad value costs one warning and keeps the default; TIERALLOC_STRICT=1 makes it fatal.
  */
 #include <string.h>

@@ -3,9 +3,10 @@
 """Offline check of deploy/kubernetes/ (test_kube_manifests.sh runs it): what the agent and the
 preload need is in the manifests, and every field survived kubectl's typed decoding.
 
-  check_manifests.py README DAEMONSET POD [ROUNDTRIP.json...]
+  check_manifests.py MANPAGE DAEMONSET POD [ROUNDTRIP.json...]
 
-README gives the TIERALLOC_* names (its variable table). A ROUNDTRIP file is kubectl's JSON of
+MANPAGE, man/tieralloc.7, gives the TIERALLOC_* names (its ENVIRONMENT entries, `.TP` then
+`.B NAME`). A ROUNDTRIP file is kubectl's JSON of
 one manifest after decoding it into the API's Go types (`kubectl set env --local X=1 -o json`):
 a field that is missing there is one the API does not know (a typo, a wrong level). Prints one
 line per problem and exits 1 if there was any."""
@@ -96,7 +97,7 @@ def check_pod(pod, known):
         ta = [n for n in env if n.startswith("TIERALLOC_")]
         need(ta, "pod: no TIERALLOC_* variable")
         for n in ta:
-            need(n in known, "pod: %s is not a tieralloc variable (README)" % n)
+            need(n in known, "pod: %s is not a tieralloc variable (tieralloc(7))" % n)
             need(isinstance(env[n], str), "pod: %s needs a string value" % n)
         limit = ((c.get("resources") or {}).get("limits") or {}).get("memory")
         need(limit, "pod: a memory limit (what the tiers' shares split)")
@@ -107,8 +108,8 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     with open(sys.argv[1]) as f:
-        known = set(re.findall(r"^\| `(TIERALLOC_[A-Z_]+)` \|", f.read(), re.M))
-    need(len(known) > 5, "README: the variable table was not found")
+        known = set(re.findall(r"^\.TP\n\.B (TIERALLOC_[A-Z_]+)$", f.read(), re.M))
+    need(len(known) > 5, "tieralloc(7): the ENVIRONMENT entries were not found")
     ds, pod = load(sys.argv[2]), load(sys.argv[3])
     check_daemonset(ds)
     check_pod(pod, known)

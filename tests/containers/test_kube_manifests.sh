@@ -40,7 +40,7 @@ verify()
 		kubectl set env --local -f "$f" TA_DECODED=1 -o json >"$TA_WORK/rt$n.json" 2>/dev/null
 		rts+=("$TA_WORK/rt$n.json")
 	done
-	python3 "$check" "$TA_TEST_SRCDIR/README.md" "$1" "$2" "${rts[@]}"
+	python3 "$check" "$TA_TEST_SRCDIR/man/tieralloc.7" "$1" "$2" "${rts[@]}"
 }
 
 verify "$ds" "$pod" || ta_fail "deploy/kubernetes/ has problems (above)"

@@ -4,9 +4,10 @@
 # cgroup. Run by suite.sh as root, busybox sh, when the agent was built.
 # Usage: agent.sh BUILDDIR SRCDIR. Prints "PASS name" / "FAIL name: why"; exit 1 on failure.
 #
-#   agent.promotions  kernel.numa_balancing=1 with DESIGN.md's scan settings; in cgroup X,
-#                     promote_work first touches 32 MiB on node 1 and reads it from node 0's
-#                     CPUs (until 90% moved): the agent's promotions for X (reason promote,
+#   agent.promotions  kernel.numa_balancing=1, scan_delay_ms and scan_period_min_ms 100
+#                     (set below); in cgroup X, promote_work first touches 32 MiB on node 1
+#                     and reads it from node 0's CPUs (until 90% moved): the agent's
+#                     promotions for X (reason promote,
 #                     destination node 0) come within 10% of the pages move_pages(2) finds
 #                     moved; an idle cgroup Y has none.
 #   agent.attribution the pages' cgroup, not the migrating task's: promote_work writes 16 MiB

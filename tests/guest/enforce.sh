@@ -23,9 +23,9 @@
 #       kernel swaps it out (zram), and memory.current comes to at least RECLAIM_MIN below the
 #       cgroup's memory.peak (waited for; the time it took is reported).
 #   enforce.gate
-#       kernel.numa_balancing=1 with the scan settings of DESIGN.md. A workload with blocks on
-#       node 1 that are all hot and tier 0 at its share (memory.max 512M). With
-#       TIERALLOC_PROMOTION=always (no gate, no enforcement), the kernel promotes them: node 0
+#       kernel.numa_balancing=1, scan_delay_ms and scan_period_min_ms 100 (gate_test). A
+#       workload with blocks on node 1 that are all hot and tier 0 at its share (memory.max
+#       512M). With TIERALLOC_PROMOTION=always (no gate, no enforcement), the kernel promotes them: node 0
 #       grows 16M past the share and past where it started. With the default (gated): nothing passes the share while the
 #       gate is shut (watched 6 s), promotions happen while tier 0 has headroom (memory.max
 #       1536M: node 0 grows 16M past where it was), and once memory.max drops again the gate

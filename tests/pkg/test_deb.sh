@@ -82,6 +82,14 @@ expect()
 		echo "usr/share/man/man7/tieralloc.7.gz"
 		echo "usr/share/doc/tieralloc/README.md usr/share/doc/tieralloc/DESIGN-NOTES.md"
 		echo "usr/share/doc/tieralloc/runtimes.md"
+		echo "usr/share/doc/tieralloc/security.md"
+		echo "usr/share/doc/tieralloc/allocator.md"
+		echo "usr/share/doc/tieralloc/observing.md"
+		echo "usr/share/doc/tieralloc/agent.md"
+		echo "usr/share/doc/tieralloc/policies/lending.md"
+		echo "usr/share/doc/tieralloc/policies/reclaim-for-priority.md"
+		echo "usr/share/doc/tieralloc/policies/protect.md"
+		echo "usr/share/doc/tieralloc/packages.md"
 		;;
 	tierallocd)
 		echo "usr/sbin/tierallocd usr/lib/systemd/system/tierallocd.service"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Segments of other users (README "Security and trust"). A segment owned by another user is never
+# Segments of other users (docs/security.md). A segment owned by another user is never
 # used (include/tieralloc/shm_abi.h), and must not cost the container its quotas either: such a
 # file is what a process of another user of the container makes first, or what anyone squats,
 # /dev/shm being writable by all. Then each user shares a segment of its own name, NAME-u<uid>;

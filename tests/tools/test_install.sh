@@ -37,10 +37,14 @@ for page in $TA_TEST_MANS; do
 done
 echo "man pages installed: $n"
 [[ $n -ge 4 ]] || fail "only $n man pages in the list ($TA_TEST_MANS)"
-for doc in README.md DESIGN-NOTES.md runtimes.md; do
+docs="README.md DESIGN-NOTES.md runtimes.md security.md allocator.md observing.md agent.md
+	packages.md policies/lending.md policies/reclaim-for-priority.md policies/protect.md"
+# shellcheck disable=SC2086 # the names are words
+for doc in $docs; do
 	[[ -s $dest$TA_TEST_DOCDIR/$doc ]] || fail "$doc is not installed in $TA_TEST_DOCDIR"
 done
-echo "docs installed in $TA_TEST_DOCDIR: README.md DESIGN-NOTES.md runtimes.md"
+# shellcheck disable=SC2086 # one line, the names as words
+echo "docs installed in $TA_TEST_DOCDIR:" $docs
 
 # The README's example of linking libtieralloc, as written, against the installed header, library
 # and pkg-config file (the build's sanitizer flags added: a sanitized library needs its runtime).

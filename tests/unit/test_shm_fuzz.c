@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A bounded fuzzer of the shared segment (src/quota/shm.c) against a writer of the same user, who
- * may write anything into the file at any time (README "Security and trust"). Each case runs in a
+ * may write anything into the file at any time (docs/security.md). Each case runs in a
  * forked child that attaches with ta_shm_attach and then charges, uncharges, refreshes, takes
  * dead slots back and wakes the others, as the allocator does; the child must exit 0, whatever
  * the segment held. Any crash (SIGSEGV, SIGBUS) fails the test.

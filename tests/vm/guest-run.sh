@@ -4,7 +4,7 @@
 # guest-run.sh: run a shell script as root inside a throw-away QEMU guest that
 # has the memory topology tieralloc is about: NUMA node 0 with the CPUs and
 # node 1 (and any further nodes) without CPUs, cgroup v2 with the memory
-# controller, tracefs, debugfs, bpffs and BTF (DESIGN.md section 3).
+# controller, tracefs, debugfs, bpffs and BTF (docs/DESIGN-NOTES.md, "Tests").
 #
 #   tests/vm/guest-run.sh [options] -- SCRIPT [ARGS...]
 #
