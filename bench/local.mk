@@ -32,7 +32,7 @@ bench-enforce: bench/enforce-latency$(EXEEXT) $(lib_LTLIBRARIES)
 
 # Time to converge after a lowered limit, against the kernel's memory.reclaim of the same
 # excess, in the guest on both kernels, host quiet and loaded (`make bench-converge`; BENCH_REPS
-# rounds, default 3; BENCH_KERNELS, BENCH_LOADS). The workload is the enforcement tests'.
+# rounds, default 3; BENCH_KERNELS, BENCH_LOADS, BENCH_CASES, BENCH_ARMS). The workload is the enforcement tests'.
 EXTRA_DIST += bench/run-converge.sh
 bench-converge: tests/guest/enforce_work$(EXEEXT) tests/quota/shm_peek$(EXEEXT) \
 		$(lib_LTLIBRARIES)

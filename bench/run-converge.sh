@@ -7,7 +7,8 @@
 # (tests/vm/guest-run.sh), on each guest kernel, with the host quiet and loaded.
 #
 # Usage: run-converge.sh BUILDDIR SRCDIR [REPS]   (REPS rounds per kernel and load; default 3)
-# Environment: BENCH_KERNELS (default "6.1 6.12"), BENCH_LOADS (default "quiet loaded"). Loaded:
+# Environment: BENCH_KERNELS (default "6.1 6.12"), BENCH_LOADS (default "quiet loaded"),
+# BENCH_CASES (default "wide small large"), BENCH_ARMS (default "tieralloc kernel"). Loaded:
 # a second guest spins on its two vCPUs for the whole measurement (a host load of about 4 on two
 # cores, as another container's test would make), started before and stopped after.
 #
@@ -32,6 +33,8 @@ if [ "${1:-}" = --in-guest ]; then
 	B=$2
 	REPS=$3
 	LOAD=$4
+	CASES=${6:-wide small large}
+	ARMS=${7:-tieralloc kernel}
 	W=/tmp/converge
 	# shellcheck source=tests/guest/lib.sh
 	. "$5/tests/guest/lib.sh"
@@ -124,10 +127,14 @@ if [ "${1:-}" = --in-guest ]; then
 	}
 	i=0
 	while [ $i -lt "$REPS" ]; do
-		for arm in tieralloc kernel; do
-			measure wide $arm 600M 64K 50 hot-first 1200M 900M
-			measure small $arm 256M 4K 50 interleaved 768M 512M
-			measure large $arm 256M 1M 50 interleaved 768M 512M
+		for arm in $ARMS; do
+			for c in $CASES; do
+				case $c in
+				wide) measure wide $arm 600M 64K 50 hot-first 1200M 900M ;;
+				small) measure small $arm 256M 4K 50 interleaved 768M 512M ;;
+				large) measure large $arm 256M 1M 50 interleaved 768M 512M ;;
+				esac
+			done
 		done
 		i=$((i + 1))
 	done
@@ -163,6 +170,7 @@ for k in ${BENCH_KERNELS:-6.1 6.12}; do
 			--include "$S/tests/guest/lib.sh" \
 			--include "$S/bench/run-converge.sh" \
 			-- "$S/bench/run-converge.sh" --in-guest "$B" "$REPS" "$load" "$S" \
+			"${BENCH_CASES:-wide small large}" "${BENCH_ARMS:-tieralloc kernel}" \
 			>"$guest_out" 2>&1 ||
 			echo "=== the guest's run ended with status $?"
 		sed '/CONVERGE-LINES-BEGIN/,$d' "$guest_out"
