@@ -223,7 +223,7 @@ unsigned ta_agent_segments_publish(struct ta_agent_segments *set,
 				   const struct ta_agent_count *counts, size_t n,
 				   const uint64_t *only, size_t nonly, uint32_t flags,
 				   uint32_t interval_ms, bool verbose);
-/* The known segments in Prometheus' text format (tools/prom.c), read now (each segment's header,
+/* The known segments in Prometheus' text format (common/prom.c), read now (each segment's header,
  * tiers, slots and access block, and the /proc entry of each process in its slots), and the
  * number of segments kept: 0, or -1 on a write error or without memory. */
 int ta_agent_segments_metrics(struct ta_agent_segments *set, FILE *f);

@@ -7,13 +7,10 @@ sbin_PROGRAMS = agent/tierallocd
 agent_tierallocd_SOURCES = agent/tierallocd.c agent/agent.h agent/tally.c agent/segments.c \
 	agent/lend.c agent/pressure.c agent/reclaim.c agent/lease.c agent/lease.h agent/cgstat.c agent/cgctl.c agent/cgctl.h agent/metrics.c \
 	agent/damon.c agent/protect.c agent/protect.h agent/protector.c agent/protector.h agent/status.c agent/status.h \
-	agent/steals.c agent/steals.h bpf/steals_map.h \
-	tools/policies.h \
-	tools/prom.c tools/prom.h bpf/migrations.h \
-	src/quota/shm_abi.c src/enforce/heatfile.c src/enforce/heatfile.h
+	agent/steals.c agent/steals.h bpf/steals_map.h bpf/migrations.h
 nodist_agent_tierallocd_SOURCES = bpf/migrations.skel.h bpf/steals.skel.h
 agent_tierallocd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/bpf -I$(top_srcdir)/bpf \
-	-I$(top_srcdir)/agent -I$(top_srcdir)/tools -I$(top_srcdir)/common
+	-I$(top_srcdir)/agent -I$(top_srcdir)/common
 agent_tierallocd_CFLAGS = $(AM_CFLAGS) $(LIBBPF_CFLAGS) $(LIBCGROUP_CFLAGS)
 agent_tierallocd_LDADD = common/libtacommon.la $(LIBBPF_LIBS) $(LIBCGROUP_LIBS) -lpthread
 CLEANFILES += agent/tierallocd.service

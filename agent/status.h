@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The agent's side of the policies' status file (its format: tools/policies.h). */
+/* The agent's side of the policies' status file (its format: common/policies.h). */
 #ifndef TA_STATUS_H
 #define TA_STATUS_H
 

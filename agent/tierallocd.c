@@ -24,7 +24,7 @@
  * with DAMON and writes each an access file (damon.c), which TIERALLOC_ACCESS=agent reads.
  *
  * With --metrics it answers GET /metrics with the segments in Prometheus' text format (the same
- * as tieralloc-stat --prometheus, tools/prom.c) from its own loop (metrics.c); with --textfile
+ * as tieralloc-stat --prometheus, common/prom.c) from its own loop (metrics.c); with --textfile
  * it rewrites that text into PATH every second, for node-exporter's textfile collector.
  *
  * With --lend it lends idle fast-tier shares (issue 15): every interval, a cgroup's share below

@@ -50,3 +50,12 @@ src_libtieralloc_la_LIBADD = $(TACORE_LIBS)
 src_libtieralloc_la_LDFLAGS = $(TACORE_LDFLAGS) -version-info 0:0:0 \
 	-Wl,--version-script=$(top_srcdir)/src/libtieralloc.sym
 EXTRA_DIST += src/libtieralloc.sym
+
+# What the agent and the tools read of what the core writes: the segment's ABI checks, the heat
+# file, the cgroup's files, and the options (with the size parser), logger and tiers they use.
+# The core's own sources built a second time, with ordinary flags: the core's (hidden symbols, no
+# builtins, its constructor) are the allocator's alone and stay as they are. Merged into
+# common/libtacommon.la, the one library the readers link (common/local.mk).
+noinst_LTLIBRARIES += src/libtareader.la
+src_libtareader_la_SOURCES = src/quota/shm_abi.c src/quota/cgroup.c src/enforce/heatfile.c \
+	src/base/env.c src/base/log.c src/base/topo.c

@@ -1022,7 +1022,7 @@ static void visit(const struct ta_place *p, const char *file, void *ctx)
 
 /* Every segment, or those named --name (ours, and any of other mount namespaces); false when a
  * named one could be read nowhere. */
-/* The agent's policies' status file (tools/policies.h), read like a segment: without following a
+/* The agent's policies' status file (common/policies.h), read like a segment: without following a
  * link or blocking, a regular file of at most 256 KiB. Its text in a malloc'd buffer (*len
  * bytes) and its age in seconds, or NULL with errno. */
 static char *read_policies(const char *path, size_t *len, long *age)

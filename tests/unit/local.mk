@@ -105,11 +105,11 @@ tests_unit_test_shm_fuzz_CFLAGS = $(unit_cflags)
 tests_unit_test_shm_fuzz_LDADD = $(unit_ldadd)
 
 # The agent's segment side (agent/tally.c, agent/segments.c, and the metrics it formats with
-# tools/prom.c) needs no BPF: always built.
+# common/prom.c) needs no BPF: always built.
 tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h agent/tally.c \
-	agent/segments.c agent/lend.c agent/agent.h tools/prom.c tools/prom.h
+	agent/segments.c agent/lend.c agent/agent.h
 tests_unit_test_agent_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/bpf -I$(top_srcdir)/agent \
-	-I$(top_srcdir)/tools -I$(top_srcdir)/common
+	-I$(top_srcdir)/common
 tests_unit_test_agent_CFLAGS = $(unit_cflags)
 tests_unit_test_agent_LDADD = common/libtacommon.la $(unit_ldadd)
 
@@ -172,12 +172,12 @@ tests_unit_test_protect_CFLAGS = $(unit_cflags)
 tests_unit_test_protect_LDADD = $(unit_ldadd)
 
 # The agent's policies' status file: its writer's escaping (agent/status.c) and tieralloc-stat's
-# parser (tools/policies.c).
+# parser (common/policies.c).
 tests_unit_test_policies_SOURCES = tests/unit/test_policies.c tests/lib/test.h agent/status.c \
-	agent/status.h tools/policies.c tools/policies.h
-tests_unit_test_policies_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent -I$(top_srcdir)/tools
+	agent/status.h
+tests_unit_test_policies_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent -I$(top_srcdir)/common
 tests_unit_test_policies_CFLAGS = $(unit_cflags)
-tests_unit_test_policies_LDADD = $(unit_ldadd)
+tests_unit_test_policies_LDADD = common/libtacommon.la $(unit_ldadd)
 
 # The agent's libcgroup wrapper on this host's hierarchy: built with the agent (HAVE_BPF, which
 # needs libcgroup).

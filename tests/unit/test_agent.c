@@ -7,7 +7,7 @@
  * mapping of the file. Then the allocator's side: a pass that finds a new alarm reads the
  * cgroup's usage although the period is not over, and wakes the cgroup's other workers. The BPF
  * counting itself is tests/bpf and tests/guest/agent.sh.
- * Issue 16: the metrics of the segments kept (Prometheus' text, tools/prom.c): the agent's
+ * Issue 16: the metrics of the segments kept (Prometheus' text, common/prom.c): the agent's
  * counts, the limits, the live process; label values escaped; a repeated series left out.
  * Issue 12: another user's 1200 valid segments and a few hundred large or sparse junk files
  * exhaust neither the agent's descriptors nor its rescans (counts of files opened and bytes

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The agent's policies' status file (tools/policies.h): what agent/status.c writes, the parser
+ * The agent's policies' status file (common/policies.h): what agent/status.c writes, the parser
  * tieralloc-stat uses reads back the same, and a line that is not the format is skipped and
  * counted, never half taken: a bad kind or key, a bad escape, a control byte, a key twice, too
  * many keys, a value too long, no path, a last line cut short, a file without the first line.
