@@ -34,8 +34,9 @@ tests_quota_shm_peek_SOURCES = tests/quota/shm_peek.c include/tieralloc/shm_abi.
 tests_quota_shm_peek_CPPFLAGS = -I$(top_srcdir)/include
 tests_quota_shm_peek_CFLAGS = $(WARN_CFLAGS)
 
-tests_quota_shm_forge_SOURCES = tests/quota/shm_forge.c include/tieralloc/shm_abi.h
-tests_quota_shm_forge_CPPFLAGS = -I$(top_srcdir)/include
+tests_quota_shm_forge_SOURCES = tests/quota/shm_forge.c include/tieralloc/shm_abi.h \
+	tests/lib/forge.h
+tests_quota_shm_forge_CPPFLAGS = -I$(top_srcdir)/include -I$(top_srcdir)/tests/lib
 tests_quota_shm_forge_CFLAGS = $(WARN_CFLAGS)
 
 tests_quota_quota_hog_SOURCES = tests/quota/quota_hog.c tests/lib/size_arg.h

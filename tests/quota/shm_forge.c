@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "forge.h"
 #include "tieralloc/shm_abi.h"
 
 /* Room for the bigtiers layout too: 3 tier records of 256 bytes. */
@@ -64,24 +65,7 @@ static size_t seg_size = TA_SHM_SEG_SIZE;
 
 static void fill_valid(unsigned ntiers)
 {
-	struct ta_shm_header *h = (struct ta_shm_header *)seg;
-	h->magic = TA_SHM_MAGIC;
-	h->abi_major = TA_SHM_ABI_MAJOR;
-	h->abi_minor = TA_SHM_ABI_MINOR;
-	h->header_size = sizeof(*h);
-	h->seg_size = TA_SHM_SEG_SIZE;
-	h->max_slots = TA_SHM_MAX_SLOTS;
-	h->max_tiers = TA_SHM_MAX_TIERS;
-	h->slot_size = sizeof(struct ta_shm_slot);
-	h->slots_off = TA_SHM_SLOTS_OFF;
-	h->tier_size = sizeof(struct ta_shm_tier);
-	h->tiers_off = TA_SHM_TIERS_OFF;
-	h->agent_off = TA_SHM_AGENT_OFF;
-	h->agent_size = sizeof(struct ta_shm_agent);
-	h->access_off = TA_SHM_ACCESS_OFF;
-	h->access_size = sizeof(struct ta_shm_access);
-	h->lend_off = TA_SHM_LEND_OFF;
-	h->lend_size = sizeof(struct ta_shm_lend);
+	struct ta_shm_header *h = ta_forge_header(seg, TA_SHM_ABI_MINOR, TA_FORGE_ALL);
 	h->creator_pid = 1;
 	h->cgroup_version = 0;
 	atomic_store(&h->ntiers, ntiers);

@@ -94,20 +94,20 @@ tests_unit_test_enforce_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_enforce_CFLAGS = $(unit_cflags)
 tests_unit_test_enforce_LDADD = $(unit_ldadd)
 
-tests_unit_test_shm_SOURCES = tests/unit/test_shm.c tests/lib/test.h
+tests_unit_test_shm_SOURCES = tests/unit/test_shm.c tests/lib/test.h tests/lib/forge.h
 tests_unit_test_shm_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_shm_CFLAGS = $(unit_cflags)
 tests_unit_test_shm_LDADD = $(unit_ldadd)
 
-tests_unit_test_shm_fuzz_SOURCES = tests/unit/test_shm_fuzz.c tests/lib/test.h
+tests_unit_test_shm_fuzz_SOURCES = tests/unit/test_shm_fuzz.c tests/lib/test.h tests/lib/forge.h
 tests_unit_test_shm_fuzz_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_shm_fuzz_CFLAGS = $(unit_cflags)
 tests_unit_test_shm_fuzz_LDADD = $(unit_ldadd)
 
 # The agent's segment side (agent/tally.c, agent/segments.c, and the metrics it formats with
 # common/prom.c) needs no BPF: always built.
-tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h agent/tally.c \
-	agent/segments.c agent/lend.c agent/agent.h
+tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h tests/lib/forge.h \
+	agent/tally.c agent/segments.c agent/lend.c agent/agent.h
 tests_unit_test_agent_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/bpf -I$(top_srcdir)/agent \
 	-I$(top_srcdir)/common
 tests_unit_test_agent_CFLAGS = $(unit_cflags)

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "forge.h"
 #include "internal.h"
 #include "prom.h"
 #include "quota/shm.h"
@@ -96,22 +97,8 @@ static _Alignas(64) unsigned char seg[TA_SHM_SEG_SIZE];
 static struct ta_shm_header *forge(uint16_t minor, uint64_t cgroup_id)
 {
 	memset(seg, 0, sizeof(seg));
-	struct ta_shm_header *h = (void *)seg;
-	h->magic = TA_SHM_MAGIC;
-	h->abi_major = TA_SHM_ABI_MAJOR;
-	h->abi_minor = minor;
-	h->header_size = sizeof(*h);
-	h->seg_size = minor >= 2 ? TA_SHM_SEG_SIZE : TA_SHM_AGENT_OFF;
-	h->max_slots = TA_SHM_MAX_SLOTS;
-	h->max_tiers = TA_SHM_MAX_TIERS;
-	h->slot_size = sizeof(struct ta_shm_slot);
-	h->slots_off = TA_SHM_SLOTS_OFF;
-	h->tier_size = sizeof(struct ta_shm_tier);
-	h->tiers_off = TA_SHM_TIERS_OFF;
-	if (minor >= 2) {
-		h->agent_off = TA_SHM_AGENT_OFF;
-		h->agent_size = sizeof(struct ta_shm_agent);
-	}
+	/* The agent block from minor 2; the access and lending blocks are the tests' to add. */
+	struct ta_shm_header *h = ta_forge_header(seg, minor, minor >= 2 ? TA_FORGE_AGENT : 0);
 	h->cgroup_id = cgroup_id;
 	atomic_store(&h->ntiers, 2);
 	struct ta_shm_tier *t = (void *)(seg + TA_SHM_TIERS_OFF);

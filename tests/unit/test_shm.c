@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "forge.h"
 #include "quota/shm.h"
 #include "test.h"
 
@@ -34,12 +35,7 @@ static uint32_t dead_pid(void)
 
 static void test_reclaim_dead(void)
 {
-	struct ta_shm_header *h = (void *)seg;
-	h->max_slots = TA_SHM_MAX_SLOTS;
-	h->slot_size = sizeof(struct ta_shm_slot);
-	h->slots_off = TA_SHM_SLOTS_OFF;
-	h->tier_size = sizeof(struct ta_shm_tier);
-	h->tiers_off = TA_SHM_TIERS_OFF;
+	struct ta_shm_header *h = ta_forge_header(seg, TA_SHM_ABI_MINOR, TA_FORGE_ALL);
 	atomic_store(&h->ntiers, 2);
 	struct ta_shm shm = {
 		.hdr = h,

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "forge.h"
 #include "quota/shm.h"
 #include "test.h"
 
@@ -41,22 +42,7 @@ static _Alignas(64) unsigned char seg[TA_SHM_SEG_SIZE + 8192];
 static void fill_valid(void)
 {
 	memset(seg, 0, sizeof(seg));
-	struct ta_shm_header *h = (struct ta_shm_header *)seg;
-	h->magic = TA_SHM_MAGIC;
-	h->abi_major = TA_SHM_ABI_MAJOR;
-	h->abi_minor = TA_SHM_ABI_MINOR;
-	h->header_size = sizeof(*h);
-	h->seg_size = TA_SHM_SEG_SIZE;
-	h->max_slots = TA_SHM_MAX_SLOTS;
-	h->max_tiers = TA_SHM_MAX_TIERS;
-	h->slot_size = sizeof(struct ta_shm_slot);
-	h->slots_off = TA_SHM_SLOTS_OFF;
-	h->tier_size = sizeof(struct ta_shm_tier);
-	h->tiers_off = TA_SHM_TIERS_OFF;
-	h->agent_off = TA_SHM_AGENT_OFF;
-	h->agent_size = sizeof(struct ta_shm_agent);
-	h->access_off = TA_SHM_ACCESS_OFF;
-	h->access_size = sizeof(struct ta_shm_access);
+	struct ta_shm_header *h = ta_forge_header(seg, TA_SHM_ABI_MINOR, TA_FORGE_ALL);
 	atomic_store(&h->ntiers, ta_ntiers);
 	struct ta_shm_tier *t = (struct ta_shm_tier *)(seg + TA_SHM_TIERS_OFF);
 	for (unsigned i = 0; i < ta_ntiers; i++) {
