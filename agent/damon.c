@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "base/base.h"
 #include "enforce/heatfile.h"
 
 /* What it costs (bench/run-access-agent.sh, 1 GiB, TCG guest, docs/DESIGN-NOTES.md): the
@@ -64,13 +65,6 @@ struct ta_damon {
 	struct ta_damon_stats stats; /* under lock */
 	uint64_t period_ns;	     /* between rounds: the aggregation, or longer (budget) */
 };
-
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Write a value into a sysfs file under the admin directory: 0, or -1 with errno. */
 static int put(const struct ta_damon *d, const char *rel, const char *value)
@@ -326,7 +320,7 @@ static void publish_one(struct ta_damon *d, unsigned i, uint64_t period_ns)
 	struct ta_heatfile_header h = {
 		.pid = m->proc.pid,
 		.start_time = m->proc.start_time,
-		.written_ns = monotonic_ns(),
+		.written_ns = ta_monotonic_ns(),
 		.interval_ns = period_ns,
 		.max_accesses = AGGR_US / SAMPLE_US,
 		.source = TA_HEATFILE_SOURCE_DAMON,
@@ -362,7 +356,7 @@ static void *loop(void *arg)
 	struct ta_damon *d = arg;
 	struct ta_agent_proc want[TA_DAMON_MAX_PROCS];
 	for (;;) {
-		uint64_t t0 = monotonic_ns(), c0 = thread_cpu_ns();
+		uint64_t t0 = ta_monotonic_ns(), c0 = thread_cpu_ns();
 		pthread_mutex_lock(&d->lock);
 		bool stop = d->stop;
 		unsigned n = d->nwant;
@@ -383,7 +377,7 @@ static void *loop(void *arg)
 		 * when a round took more than the budget's share of that. The files just written
 		 * say the last period; a process deems them stale after 3, so it at most doubles.
 		 */
-		uint64_t took = monotonic_ns() - t0;
+		uint64_t took = ta_monotonic_ns() - t0;
 		uint64_t cpu = thread_cpu_ns() - c0;
 		uint64_t period = AGGR_US * 1000ull;
 		if (cpu * (100 / CPU_BUDGET_PCT) > period)

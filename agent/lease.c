@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "cgctl.h"
 #include "lease.h"
 
@@ -47,13 +48,6 @@ struct ta_lease {
 	int pipe_wr;
 	pid_t keeper;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void value_text(uint64_t v, char *buf, size_t len)
 {
@@ -190,7 +184,7 @@ static void keeper(struct ta_lease *l, int rd)
 		} else if (agent_gone) {
 			poll(NULL, 0, tick_ms);
 		}
-		uint64_t now = now_ns();
+		uint64_t now = ta_monotonic_ns();
 		unsigned held = 0;
 		for (unsigned i = 0; i < TA_LEASE_MAX; i++) {
 			struct entry *e = &l->e[i];
@@ -288,7 +282,7 @@ int ta_lease_hold(struct ta_lease *l, const char *cgroup, uint64_t original, uin
 		atomic_store(&e->original, original);
 	}
 	atomic_store(&e->written, written);
-	atomic_store(&e->renewed_ns, now_ns());
+	atomic_store(&e->renewed_ns, ta_monotonic_ns());
 	atomic_store(&e->used, 1);
 	state_write(l, e);
 	pthread_mutex_unlock(&l->lock);
@@ -297,7 +291,7 @@ int ta_lease_hold(struct ta_lease *l, const char *cgroup, uint64_t original, uin
 
 void ta_lease_renew(struct ta_lease *l)
 {
-	uint64_t now = now_ns();
+	uint64_t now = ta_monotonic_ns();
 	for (unsigned i = 0; i < TA_LEASE_MAX; i++)
 		if (atomic_load(&l->e[i].used))
 			atomic_store(&l->e[i].renewed_ns, now);

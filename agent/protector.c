@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/base.h"
 #include "cgctl.h"
 #include "prom.h"
 #include "protector.h"
@@ -110,13 +111,6 @@ struct ta_protector {
 	pthread_mutex_t snap_lock;
 	struct snapshot snap[TA_PROTECT_MAX];
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* A cgroup file's value through an open descriptor: 0, or -1. */
 static int pread_value(int fd, uint64_t *v)
@@ -226,7 +220,7 @@ static void keeper(struct ta_protector *p, int rd)
 		} else if (agent_gone) {
 			poll(NULL, 0, tick_ms < 10 ? 10 : tick_ms);
 		}
-		uint64_t now = now_ns();
+		uint64_t now = ta_monotonic_ns();
 		unsigned raised = 0;
 		for (unsigned i = 0; i < p->n; i++) {
 			struct lease *l = &p->lease[i];
@@ -359,7 +353,7 @@ static void *run(void *arg)
 	unsigned owner[2 + TA_PROTECT_MAX];
 	uint64_t last = 0, half = p->interval_ns / 2;
 	for (;;) {
-		uint64_t since = now_ns() - last;
+		uint64_t since = ta_monotonic_ns() - last;
 		bool watch = since >= half;
 		uint64_t wait_ns = since >= p->interval_ns ? 0
 				   : watch		   ? p->interval_ns - since
@@ -397,7 +391,7 @@ static void *run(void *arg)
 				p->v[owner[k]].events++;
 				event = true;
 			}
-		uint64_t now = now_ns();
+		uint64_t now = ta_monotonic_ns();
 		if (!event && now - last < p->interval_ns)
 			continue;
 		last = now;
@@ -501,7 +495,7 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 		snprintf(err, errlen, "--protect: mmap: %s", strerror(errno));
 		goto fail;
 	}
-	uint64_t now = now_ns();
+	uint64_t now = ta_monotonic_ns();
 	for (unsigned i = 0; i < n; i++) {
 		struct victim *v = &p->v[i];
 		uint64_t orig = find_original(v);
@@ -614,7 +608,7 @@ void ta_protector_report(const struct ta_protector *p, FILE *f)
 
 int ta_protector_status(struct ta_protector *p, FILE *f)
 {
-	uint64_t now = now_ns();
+	uint64_t now = ta_monotonic_ns();
 	int rc = 0;
 	pthread_mutex_lock(&p->snap_lock);
 	for (unsigned i = 0; i < p->n && rc == 0; i++) {

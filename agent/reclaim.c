@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "base/base.h"
 #include "cgctl.h"
 #include "lease.h"
 #include "prom.h"
@@ -102,13 +103,6 @@ struct ta_reclaim {
 	struct job jobs[TA_PRESS_MAX];
 };
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static struct entry *find(struct ta_reclaim *r, const char *path)
 {
 	for (unsigned i = 0; i < r->n; i++)
@@ -166,7 +160,7 @@ static int cap_write(struct ta_reclaim *r, const struct job *j, uint64_t *reache
 			*dropped = true;
 			break;
 		}
-		r->high_write_ns = mono_ns();
+		r->high_write_ns = ta_monotonic_ns();
 		pthread_mutex_unlock(&r->lock);
 		char buf[32];
 		uint64_t usage = *reached;
@@ -217,7 +211,8 @@ static void on_kick(int sig)
 /* Cuts the worker's memory.high write short if it began at least min_ns ago (r->lock held). */
 static void kick(struct ta_reclaim *r, uint64_t min_ns)
 {
-	if (r->have_worker && r->high_write_ns != 0 && mono_ns() - r->high_write_ns >= min_ns)
+	if (r->have_worker && r->high_write_ns != 0 &&
+	    ta_monotonic_ns() - r->high_write_ns >= min_ns)
 		pthread_kill(r->worker, SIGUSR2);
 }
 
@@ -233,14 +228,14 @@ static void *work(void *arg)
 		struct job j = r->jobs[r->head];
 		r->head = (r->head + 1) % TA_PRESS_MAX;
 		r->njobs--;
-		uint64_t t0 = mono_ns(), done = 0, reached = 0;
+		uint64_t t0 = ta_monotonic_ns(), done = 0, reached = 0;
 		unsigned writes = 0;
 		int err = 0;
 		bool dropped = false;
 		int rc = j.cap ? cap_write(r, &j, &reached, &writes, &err, &dropped)
 			       : reclaim_chunks(r, &j, &done, &err, &dropped);
 		pthread_mutex_unlock(&r->lock);
-		uint64_t took = mono_ns() - t0;
+		uint64_t took = ta_monotonic_ns() - t0;
 		struct ta_press_sample after;
 		uint64_t got = 0;
 		if (ta_cgctl_sample(j.path, &after) != 0 && after.current < j.before)
@@ -597,7 +592,7 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		       hi->path, hi->priority, why + 1, e->path, e->priority, c->now.current / MiB,
 		       floor / MiB, c->reclaim / MiB, cap);
 		queue(r, e, c, c->reclaim);
-		e->last_request_ns = mono_ns();
+		e->last_request_ns = ta_monotonic_ns();
 		e->last_for_priority = hi->priority;
 		if (hi != e) /* never the same, but the compiler cannot tell */
 			memcpy(e->last_for, hi->path, sizeof(e->last_for));
@@ -659,7 +654,7 @@ static int metrics(const struct ta_reclaim *r, FILE *f)
 int ta_reclaim_status(struct ta_reclaim *r, FILE *f)
 {
 	pthread_mutex_lock(&r->lock);
-	uint64_t now = mono_ns();
+	uint64_t now = ta_monotonic_ns();
 	int rc = 0;
 	for (unsigned i = 0; i < r->n && rc == 0; i++) {
 		const struct entry *e = &r->e[i];

@@ -47,12 +47,11 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "base/base.h"
 #include "cgpath.h"
 #include "prom.h"
 #include "quota/shm.h"
 #include "walk.h"
-
-static uint64_t monotonic_ns(void);
 
 #define MAX_SEGMENT_BYTES (1u << 20)
 #define MAX_TIER_SIZE	  512 /* larger tier records are refused (publish reads them on the stack) */
@@ -1137,13 +1136,6 @@ unsigned ta_agent_segments_publish(struct ta_agent_segments *set,
 
 /* ---- lending (--lend) ---- */
 
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* MemFree of the nodes in mask, from their meminfo. */
 static uint64_t nodes_free(const struct ta_agent_segments *set, uint64_t mask)
 {
@@ -1207,10 +1199,11 @@ static bool lend_read(struct ta_agent_segments *set, struct lend_view *v)
 		uint64_t expires = atomic_load(&v->block.expires_ns);
 		for (unsigned t = 0; t < s->ntiers; t++) {
 			uint64_t loan = atomic_load(&v->block.tier[t].loan);
-			s->loan[t] = monotonic_ns() < expires && loan <= v->capacity[t] ? loan : 0;
+			s->loan[t] =
+			    ta_monotonic_ns() < expires && loan <= v->capacity[t] ? loan : 0;
 			uint64_t yielded = atomic_load(&v->block.tier[t].yielded);
 			s->yielded[t] =
-			    s->yields && monotonic_ns() < expires && yielded <= v->capacity[t]
+			    s->yields && ta_monotonic_ns() < expires && yielded <= v->capacity[t]
 				? yielded
 				: 0;
 			s->steered[t] = v->steered[t];
@@ -1442,7 +1435,7 @@ void ta_agent_segments_lend(struct ta_agent_segments *set, const struct ta_agent
 		v[i].ok = lend_read(set, &v[i]);
 		i++;
 	}
-	uint64_t now = monotonic_ns();
+	uint64_t now = ta_monotonic_ns();
 	set->lend.lent_now = 0;
 	set->lend.yielded_now = 0;
 	for (unsigned t = 0; t + 1 < TA_SHM_MAX_TIERS; t++) {
@@ -1590,7 +1583,7 @@ static bool snapshot(struct ta_agent_segments *set, struct segment *s, struct ta
 		uint32_t prio = atomic_load(&lend.priority);
 		p->have_priority = true;
 		p->priority = prio <= TA_SHM_LEND_PRIORITY_MAX ? prio : 0;
-		bool live = monotonic_ns() < atomic_load(&lend.expires_ns);
+		bool live = ta_monotonic_ns() < atomic_load(&lend.expires_ns);
 		for (unsigned t = 0; t < s->ntiers; t++) {
 			struct ta_prom_tier *pt = &p->tier[t];
 			pt->have_lend = true;

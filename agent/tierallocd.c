@@ -68,6 +68,7 @@
 #include <linux/types.h>
 
 #include "agent.h"
+#include "base/base.h"
 #include "cgctl.h"
 #include "cgpath.h"
 #include "protector.h"
@@ -224,9 +225,7 @@ static void fit_descriptors(struct ta_agent_limits *limits)
 
 static uint64_t monotonic_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return ta_monotonic_ns() / 1000000;
 }
 
 /* Where the agent writes files of its own, beside TA_AGENT_RUN_DIR (policies.h); and the kernel
@@ -330,41 +329,6 @@ struct options {
 	unsigned protect_interval_ms;
 	double protect_expiry; /* seconds */
 };
-
-/* "64M", "512K", "1G", "0": bytes, or -1 (a bad size). */
-static int parse_size(const char *arg, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(arg, &end, 10);
-	if (end == arg || errno != 0 || arg[0] == '-')
-		return -1;
-	unsigned shift = 0;
-	switch (*end) {
-	case 'K':
-	case 'k':
-		shift = 10;
-		break;
-	case 'M':
-	case 'm':
-		shift = 20;
-		break;
-	case 'G':
-	case 'g':
-		shift = 30;
-		break;
-	case '\0':
-		break;
-	default:
-		return -1;
-	}
-	if (shift != 0 && end[1] != '\0')
-		return -1;
-	if (v > (UINT64_MAX >> shift))
-		return -1;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
 
 /* A positive number of seconds in [0.05, 3600], or a negative one. */
 static double seconds(const char *arg)
@@ -506,7 +470,7 @@ static int parse(int argc, char **argv, struct options *o)
 			o->lend = true;
 			break;
 		case OPT_LEND_RESERVE:
-			if (parse_size(optarg, &o->lend_reserve) != 0) {
+			if (ta_parse_size(optarg, &o->lend_reserve) != 0) {
 				fprintf(stderr,
 					"tierallocd: bad --lend-reserve \"%s\" (a size: 64M, 512K, "
 					"1G)\n",
@@ -576,7 +540,8 @@ static int parse(int argc, char **argv, struct options *o)
 			o->reclaim = true;
 			break;
 		case OPT_RECLAIM_STEP:
-			if (parse_size(optarg, &o->reclaim_step) != 0 || o->reclaim_step < 4096) {
+			if (ta_parse_size(optarg, &o->reclaim_step) != 0 ||
+			    o->reclaim_step < 4096) {
 				fprintf(stderr,
 					"tierallocd: bad --reclaim-step \"%s\" (a size of 4K or "
 					"more: 32M, 512K)\n",
