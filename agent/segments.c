@@ -51,12 +51,12 @@
 #include "cgpath.h"
 #include "prom.h"
 #include "quota/shm.h"
+#include "segment.h"
 #include "walk.h"
 
-#define MAX_SEGMENT_BYTES (1u << 20)
-#define MAX_TIER_SIZE	  512 /* larger tier records are refused (publish reads them on the stack) */
-#define SLOTS_READ_MAX	  65536
-#define BUCKETS		  4096
+#define MAX_TIER_SIZE  512 /* larger tier records are refused (publish reads them on the stack) */
+#define SLOTS_READ_MAX 65536
+#define BUCKETS	       4096
 
 _Static_assert(sizeof(struct ta_shm_header) + TA_SHM_MAX_TIERS * MAX_TIER_SIZE +
 		       sizeof(struct ta_shm_agent) <=
@@ -578,9 +578,8 @@ static bool take_header(struct ta_agent_segments *set, struct segment *s)
 {
 	struct ta_shm_header h;
 	const char *why = NULL;
-	if (!read_at(set, s->fd, &h, sizeof(h), 0) || atomic_load(&h.state) != TA_SHM_READY ||
-	    ta_shm_validate(&h, s->size, &why) != 0 || ta_shm_agent_block(&h, s->size) == NULL ||
-	    h.tier_size > MAX_TIER_SIZE)
+	if (!read_at(set, s->fd, &h, sizeof(h), 0) || ta_seg_header_ok(&h, s->size, &why) != 0 ||
+	    ta_shm_agent_block(&h, s->size) == NULL || h.tier_size > MAX_TIER_SIZE)
 		return false;
 	s->cgroup_id = h.cgroup_id;
 	s->ntiers = atomic_load(&h.ntiers);
@@ -692,7 +691,7 @@ static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, 
 	struct stat st;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
 	    st.st_nlink != 1 || st.st_size < (off_t)sizeof(struct ta_shm_header) ||
-	    st.st_size > MAX_SEGMENT_BYTES)
+	    st.st_size > TA_SEG_MAX_BYTES)
 		return;
 	struct segment *known = find(set, st.st_dev, st.st_ino);
 	if (known != NULL) {
@@ -728,7 +727,7 @@ static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, 
 	if (fstat(path_fd, &st) != 0 || st.st_dev != id.dev || st.st_ino != id.ino ||
 	    !S_ISREG(st.st_mode) || st.st_nlink != 1 || fstatfs(path_fd, &fs) != 0 ||
 	    fs.f_type != TMPFS_MAGIC || st.st_size < (off_t)sizeof(struct ta_shm_header) ||
-	    st.st_size > MAX_SEGMENT_BYTES) {
+	    st.st_size > TA_SEG_MAX_BYTES) {
 		if (fstat(path_fd, &st) == 0 && st.st_dev == id.dev && st.st_ino == id.ino)
 			refuse(set, &id); /* not on tmpfs: not opened again for a while */
 		close(path_fd);
@@ -1526,36 +1525,17 @@ static bool snapshot(struct ta_agent_segments *set, struct segment *s, struct ta
 	memcpy(p->cgroup, h.cgroup_path, plen);
 	p->cgroup[plen] = '\0';
 	p->ntiers = s->ntiers;
-	bool enforcement = h.abi_minor >= 1 && s->tier_size >= sizeof(struct ta_shm_tier);
+	/* The record's size taken when the segment was kept, as the offsets are. */
+	bool enforcement = ta_seg_has_enforcement(h.abi_minor, s->tier_size);
 	for (unsigned t = 0; t < s->ntiers; t++) {
 		struct ta_shm_tier *r = (void *)(tiers + (size_t)t * s->tier_size);
 		struct ta_prom_tier *pt = &p->tier[t];
-		size_t nlen = strnlen(r->name, sizeof(r->name));
-		memcpy(pt->name, r->name, nlen);
-		pt->name[nlen] = '\0';
-		pt->nodes = s->nodes[t];
-		for (unsigned k = 0; k < TA_NLIMITS; k++)
-			pt->limit[k] = atomic_load(&r->limit[k]);
-		pt->capacity = atomic_load(&r->capacity);
-		pt->share_ppm = atomic_load(&r->share_ppm);
-		pt->charged = atomic_load(&r->charged);
-		pt->peak = atomic_load(&r->peak);
+		ta_seg_prom_tier(r, enforcement, pt);
+		pt->nodes = s->nodes[t]; /* as taken when the segment was kept */
 		/* What a process of the cgroup last read of memory.numa_stat (the agent reads no
 		 * cgroup file a segment names). */
 		pt->have_observed = atomic_load(&r->observed_at_ns) != 0;
 		pt->observed = atomic_load(&r->observed);
-		pt->steered_away = atomic_load(&r->steered_away);
-		pt->overflowed = atomic_load(&r->overflowed);
-		pt->refused_max = atomic_load(&r->exhausted);
-		pt->reclaimed = atomic_load(&r->reclaimed);
-		pt->have_enforcement = enforcement;
-		if (enforcement) {
-			pt->untracked = atomic_load(&r->untracked);
-			pt->demoted = atomic_load(&r->demoted);
-			pt->reclaim_asked = atomic_load(&r->reclaim_asked);
-			pt->reclaims = atomic_load(&r->reclaims);
-			pt->gated = atomic_load(&r->gated);
-		}
 		/* The agent's own counts, as it last wrote them. */
 		pt->have_agent = s->have_prev && s->cgroup_id != 0;
 		pt->kernel_promoted = s->prev[t][TA_AGENT_PROMOTED];
@@ -1573,27 +1553,13 @@ static bool snapshot(struct ta_agent_segments *set, struct segment *s, struct ta
 	}
 	for (unsigned t = 0; acc != NULL && t < s->ntiers; t++) {
 		p->tier[t].have_access = true;
-		p->tier[t].exchange_promoted = atomic_load(&acc->promoted[t]);
-		p->tier[t].exchange_down = atomic_load(&acc->exchanged_down[t]);
+		ta_seg_prom_exchange(acc, t, &p->tier[t]);
 	}
 	/* The lending block (ABI minor 5), bounds-checked on this copy of the header. */
 	struct ta_shm_lend lend;
 	if (ta_shm_lend_block(&h, s->size) != NULL &&
-	    read_at(set, s->fd, &lend, sizeof(lend), h.lend_off)) {
-		uint32_t prio = atomic_load(&lend.priority);
-		p->have_priority = true;
-		p->priority = prio <= TA_SHM_LEND_PRIORITY_MAX ? prio : 0;
-		bool live = ta_monotonic_ns() < atomic_load(&lend.expires_ns);
-		for (unsigned t = 0; t < s->ntiers; t++) {
-			struct ta_prom_tier *pt = &p->tier[t];
-			pt->have_lend = true;
-			pt->loan = live ? atomic_load(&lend.tier[t].loan) : 0;
-			pt->lent = live ? atomic_load(&lend.tier[t].lent) : 0;
-			pt->yielded = live ? atomic_load(&lend.tier[t].yielded) : 0;
-			pt->taken_back = atomic_load(&lend.tier[t].taken_back);
-			pt->take_backs = atomic_load(&lend.tier[t].take_backs);
-		}
-	}
+	    read_at(set, s->fd, &lend, sizeof(lend), h.lend_off))
+		ta_seg_prom_lend(&lend, ta_seg_lend_live(&lend), s->ntiers, p);
 	count_slots(set, s, acc, p);
 	free(acc);
 	return true;

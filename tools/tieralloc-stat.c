@@ -46,15 +46,15 @@
 #include "policies.h"
 #include "prom.h"
 #include "record.h"
+#include "segment.h"
 #include "stat_scan.h"
 #include "units.h"
 #include "quota/cgroup.h"
 #include "quota/shm.h"
 
-#define MAX_SEGMENT_BYTES (1u << 20)
-#define CGROUP_MOUNT	  "/sys/fs/cgroup"
-#define TIER_NAME_MAX	  sizeof(((struct ta_shm_tier *)0)->name)
-#define COLUMNS		  100 /* the default table's width */
+#define CGROUP_MOUNT  "/sys/fs/cgroup"
+#define TIER_NAME_MAX sizeof(((struct ta_shm_tier *)0)->name)
+#define COLUMNS	      100 /* the default table's width */
 
 struct seg {
 	char name[300];	    /* "/" and the file's name, as read: printed escaped */
@@ -234,7 +234,7 @@ static int open_seg(const struct ta_place *place, const char *file, struct seg *
 		close(fd);
 		return -1;
 	}
-	if (st.st_size < (off_t)sizeof(struct ta_shm_header) || st.st_size > MAX_SEGMENT_BYTES) {
+	if (st.st_size < (off_t)sizeof(struct ta_shm_header) || st.st_size > TA_SEG_MAX_BYTES) {
 		s->error = "not a segment (size)";
 		close(fd);
 		return -1;
@@ -249,10 +249,8 @@ static int open_seg(const struct ta_place *place, const char *file, struct seg *
 	const struct ta_shm_header *h = (const void *)s->buf;
 	if (!read_part(fd, s, 0, sizeof(*h)))
 		s->error = "truncated while read";
-	else if (atomic_load(&((struct ta_shm_header *)h)->state) != TA_SHM_READY)
-		s->error = "not ready (its creator has not finished it)";
 	else
-		ta_shm_validate(h, s->size, &s->error);
+		ta_seg_header_ok(h, s->size, &s->error);
 	if (s->error != NULL) {
 		close(fd);
 		return -1;
@@ -431,7 +429,7 @@ static bool access_sums(const struct seg *s, unsigned t, uint64_t *hot, uint64_t
 /* Segments of ABI minor 0 end their tier record before the enforcement counters. */
 static bool has_enforcement(const struct seg *s)
 {
-	return s->hdr->abi_minor >= 1 && s->hdr->tier_size >= sizeof(struct ta_shm_tier);
+	return ta_seg_has_enforcement(s->hdr->abi_minor, s->hdr->tier_size);
 }
 
 /* Whether the cgroup has memory.reclaim: cgroup v2 only (Linux >= 5.19), so never on v1 or
@@ -546,20 +544,8 @@ static void print_access(const struct seg *s)
 static const struct ta_shm_lend *lending(const struct seg *s, bool *live)
 {
 	const struct ta_shm_lend *l = ta_shm_lend_block(s->hdr, s->size);
-	*live = false;
-	if (l != NULL) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-		*live = now < ld(&((struct ta_shm_lend *)l)->expires_ns);
-	}
+	*live = l != NULL && ta_seg_lend_live(l);
 	return l;
-}
-
-static uint32_t priority_of(const struct ta_shm_lend *l)
-{
-	uint32_t p = atomic_load(&((struct ta_shm_lend *)l)->priority);
-	return p <= TA_SHM_LEND_PRIORITY_MAX ? p : 0;
 }
 
 /* One line per segment in the default table (within COLUMNS for two tiers); a table with
@@ -574,7 +560,7 @@ static void print_lending(const struct seg *s, bool wide)
 		return;
 	}
 	if (wide) {
-		printf("lending: priority %u, loans %s\n", priority_of(l),
+		printf("lending: priority %u, loans %s\n", ta_seg_priority(l),
 		       live ? "live (the agent renews them)" : "none or lapsed");
 		printf("%-4s %10s %10s %10s %10s %10s %10s %12s\n", "tier", "share", "loan", "lent",
 		       "yielded", "borrowed", "taken_back", "take_back_s");
@@ -592,7 +578,7 @@ static void print_lending(const struct seg *s, bool wide)
 		}
 		return;
 	}
-	printf("lending: priority %u\n", priority_of(l));
+	printf("lending: priority %u\n", ta_seg_priority(l));
 	for (unsigned t = 0; t < ntiers(s); t++) {
 		char share[16], loan[16], lent[16], yielded[16];
 		const struct ta_shm_lend_tier *lt = &l->tier[t];
@@ -823,7 +809,7 @@ static void print_json(struct seg *s, bool first)
 	bool lend_live;
 	const struct ta_shm_lend *lend = lending(s, &lend_live);
 	if (lend != NULL)
-		printf("],\"priority\":%u,\"loans_live\":%s", priority_of(lend),
+		printf("],\"priority\":%u,\"loans_live\":%s", ta_seg_priority(lend),
 		       lend_live ? "true" : "false");
 	else
 		printf("],\"priority\":null,\"loans_live\":null");
@@ -861,33 +847,13 @@ static void snapshot(struct seg *s, struct ta_prom_segment *p)
 	for (unsigned t = 0; t < p->ntiers; t++) {
 		const struct ta_shm_tier *r = tier_rec(s, t);
 		struct ta_prom_tier *pt = &p->tier[t];
-		snprintf(pt->name, sizeof(pt->name), "%s", tier_name(s, t));
-		pt->nodes = ld(&r->nodes);
-		for (unsigned k = 0; k < TA_NLIMITS; k++)
-			pt->limit[k] = ld(&r->limit[k]);
-		pt->capacity = ld(&r->capacity);
-		pt->share_ppm = atomic_load(&((struct ta_shm_tier *)r)->share_ppm);
+		ta_seg_prom_tier(r, has_enforcement(s), pt);
 		pt->charged = charged_of(s, r);
-		pt->peak = ld(&r->peak);
 		pt->have_observed = have_obs;
 		pt->observed = have_obs ? obs[t] : 0;
-		pt->steered_away = ld(&r->steered_away);
-		pt->overflowed = ld(&r->overflowed);
-		pt->refused_max = ld(&r->exhausted);
-		pt->reclaimed = ld(&r->reclaimed);
-		pt->have_enforcement = has_enforcement(s);
-		if (pt->have_enforcement) {
-			pt->untracked = ld(&r->untracked);
-			pt->demoted = ld(&r->demoted);
-			pt->reclaim_asked = ld(&r->reclaim_asked);
-			pt->reclaims = ld(&r->reclaims);
-			pt->gated = ld(&r->gated);
-		}
 		pt->have_access = access_sums(s, t, &pt->hot, &pt->cold);
-		if (pt->have_access) {
-			pt->exchange_promoted = ld(&acc->promoted[t]);
-			pt->exchange_down = ld(&acc->exchanged_down[t]);
-		}
+		if (pt->have_access)
+			ta_seg_prom_exchange(acc, t, pt);
 		pt->have_agent = agent != NULL;
 		if (agent != NULL) {
 			pt->kernel_promoted = ld(&agent->tier[t].promoted);
@@ -897,19 +863,8 @@ static void snapshot(struct seg *s, struct ta_prom_segment *p)
 	}
 	bool lend_live;
 	const struct ta_shm_lend *lend = lending(s, &lend_live);
-	if (lend != NULL) {
-		p->have_priority = true;
-		p->priority = priority_of(lend);
-		for (unsigned t = 0; t < p->ntiers; t++) {
-			struct ta_prom_tier *pt = &p->tier[t];
-			pt->have_lend = true;
-			pt->loan = lend_live ? ld(&lend->tier[t].loan) : 0;
-			pt->lent = lend_live ? ld(&lend->tier[t].lent) : 0;
-			pt->yielded = lend_live ? ld(&lend->tier[t].yielded) : 0;
-			pt->taken_back = ld(&lend->tier[t].taken_back);
-			pt->take_backs = ld(&lend->tier[t].take_backs);
-		}
-	}
+	if (lend != NULL)
+		ta_seg_prom_lend(lend, lend_live, p->ntiers, p);
 }
 
 enum format { TABLE, JSON, PROMETHEUS, RECORD };
