@@ -4,7 +4,8 @@
 # only the headers of its layer and of the layers below it; the allocator sees of the quotas only
 # quota/charge.h; only the quota layer includes the segment's header (quota/shm.h) and the
 # cgroup's (quota/cgroup.h); no core file includes internal.h (the tests' umbrella); the headers
-# include one another without a circle. Fails with one line per breach.
+# include one another without a circle; and no folder's local.mk compiles another folder's
+# sources (the tests' aside). Fails with one line per breach.
 src=${srcdir:-.}/src
 [ -d "$src/base" ] || src=$(dirname "$0")/../src
 status=0
@@ -55,5 +56,18 @@ visit() { # visit HEADER PATH-SO-FAR
 for h in $headers; do
 	visit "$h" ""
 done
-[ $status = 0 ] && echo "check-layers: $(echo "$headers" | wc -w) headers, the include rule holds"
+# No folder compiles another folder's sources (issue 32): what the agent and the tools share is
+# the readers' library (common/), and what they need of the core comes in through
+# src/libtareader.la. The tests are left out: a unit test builds the agent's files it tests.
+top=$(dirname "$src")
+for dir in src common agent tools preload bench bpf; do
+	[ -f "$top/$dir/local.mk" ] || continue
+	for c in $(awk -v d="$dir" '/_SOURCES *\+?=/ { on = 1 }
+		on { for (i = 1; i <= NF; i++) if ($i ~ /\.c$/ && index($i, d "/") != 1) print $i
+		     if ($NF != "\\") on = 0 }' "$top/$dir/local.mk"); do
+		breach "$dir/local.mk compiles $c, another folder's source"
+	done
+done
+
+[ $status = 0 ] && echo "check-layers: $(echo "$headers" | wc -w) headers, the include rule holds, no folder compiles another's sources"
 exit $status
