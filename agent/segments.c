@@ -690,8 +690,7 @@ static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, 
 	/* First what costs no open: type, links, size, owner, and whether it is known. */
 	struct stat st;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-	    st.st_nlink != 1 || st.st_size < (off_t)sizeof(struct ta_shm_header) ||
-	    st.st_size > TA_SEG_MAX_BYTES)
+	    st.st_nlink != 1 || !ta_seg_size_ok(st.st_size))
 		return;
 	struct segment *known = find(set, st.st_dev, st.st_ino);
 	if (known != NULL) {
@@ -726,8 +725,7 @@ static void consider(struct ta_agent_segments *set, int dirfd, const char *dir, 
 	struct statfs fs;
 	if (fstat(path_fd, &st) != 0 || st.st_dev != id.dev || st.st_ino != id.ino ||
 	    !S_ISREG(st.st_mode) || st.st_nlink != 1 || fstatfs(path_fd, &fs) != 0 ||
-	    fs.f_type != TMPFS_MAGIC || st.st_size < (off_t)sizeof(struct ta_shm_header) ||
-	    st.st_size > TA_SEG_MAX_BYTES) {
+	    fs.f_type != TMPFS_MAGIC || !ta_seg_size_ok(st.st_size)) {
 		if (fstat(path_fd, &st) == 0 && st.st_dev == id.dev && st.st_ino == id.ino)
 			refuse(set, &id); /* not on tmpfs: not opened again for a while */
 		close(path_fd);

@@ -14,6 +14,11 @@ static uint64_t ld(const _Atomic uint64_t *p)
 	return atomic_load((_Atomic uint64_t *)p);
 }
 
+bool ta_seg_size_ok(off_t size)
+{
+	return size >= (off_t)sizeof(struct ta_shm_header) && size <= TA_SEG_MAX_BYTES;
+}
+
 int ta_seg_header_ok(const struct ta_shm_header *h, size_t size, const char **why)
 {
 	if (atomic_load(&((struct ta_shm_header *)h)->state) != TA_SHM_READY) {

@@ -13,12 +13,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "prom.h"
 #include "tieralloc/shm_abi.h"
 
 /* A larger file is no segment: neither reader opens it for I/O, nor copies or maps it. */
 #define TA_SEG_MAX_BYTES (1u << 20)
+
+/* A file of this size (st_size) could be a segment: a header's worth, and not larger than the
+ * readers take. */
+bool ta_seg_size_ok(off_t size);
 
 /* The header, as read, is a finished segment's (TA_SHM_READY) and validates against the file's
  * size: 0, or -1 with why. */

@@ -29,10 +29,9 @@
 #include <unistd.h>
 
 #include "quota/shm.h"
+#include "segment.h"
 #include "tieralloc/shm_abi.h"
 #include "walk.h"
-
-#define MAX_SEGMENT_BYTES (1u << 20)
 
 /* Read a small /proc file whole (at most n - 1 bytes), terminated; -1 if it cannot be read. */
 static ssize_t read_small(const char *path, char *buf, size_t n)
@@ -154,8 +153,8 @@ static void scan_dir(struct ta_place *p, struct seen *files, ta_scan_fn *fn, voi
 	while (d != NULL && (e = readdir(d)) != NULL) {
 		struct stat st;
 		if (fstatat(p->dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(struct ta_shm_header) ||
-		    st.st_size > MAX_SEGMENT_BYTES || !first_time(files, st.st_dev, st.st_ino))
+		    !S_ISREG(st.st_mode) || !ta_seg_size_ok(st.st_size) ||
+		    !first_time(files, st.st_dev, st.st_ino))
 			continue;
 		fn(p, e->d_name, ctx);
 	}

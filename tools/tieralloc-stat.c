@@ -234,7 +234,7 @@ static int open_seg(const struct ta_place *place, const char *file, struct seg *
 		close(fd);
 		return -1;
 	}
-	if (st.st_size < (off_t)sizeof(struct ta_shm_header) || st.st_size > TA_SEG_MAX_BYTES) {
+	if (!ta_seg_size_ok(st.st_size)) {
 		s->error = "not a segment (size)";
 		close(fd);
 		return -1;
