@@ -723,8 +723,11 @@ unsigned ta_maps_copy(struct ta_maps_range *out, unsigned max, uint64_t *bytes);
 extern _Atomic uint64_t ta_maps_resident[TA_MAX_TIERS];
 extern _Atomic uint64_t ta_maps_resident_peak[TA_MAX_TIERS];
 extern _Atomic uint64_t ta_maps_samples;
-/* Sample where the recorded mappings are resident (mincore, then move_pages without moving);
- * false when another thread is sampling. */
+/* What the last sample took, and all of them (ns): the worker spaces them by it (worker.c). */
+extern _Atomic uint64_t ta_maps_sample_ns;
+extern _Atomic uint64_t ta_maps_sample_ns_total;
+/* Sample where the recorded mappings are resident (mincore, then move_pages without moving) and
+ * charge them (ta_charge_mapped); false when another thread is sampling. */
 bool ta_maps_sample(void);
 void ta_maps_fork_prepare(void);
 void ta_maps_fork_parent(void);
