@@ -198,6 +198,45 @@ _Atomic uint64_t ta_maps_samples;
 _Atomic uint64_t ta_maps_sample_ns;
 _Atomic uint64_t ta_maps_sample_ns_total;
 
+_Atomic bool ta_maps_placing;
+_Atomic unsigned ta_maps_place_tier;
+_Atomic uint64_t ta_maps_rebinds;
+
+void ta_maps_place_locked(uintptr_t start, uintptr_t end)
+{
+	if (atomic_load_explicit(&ta_maps_placing, memory_order_relaxed))
+		ta_bind_range((void *)start, end - start,
+			      atomic_load_explicit(&ta_maps_place_tier, memory_order_relaxed),
+			      false);
+}
+
+/* After a sample is charged: the fastest tier within its high share (the last when none is),
+ * as steering would pick for an allocation. Under the lock, so that a range recorded meanwhile
+ * is bound to the old pick before it is re-bound, never after. */
+static void place(void)
+{
+	if (ta_ntiers < 2 || !ta_charge_shared())
+		return;
+	unsigned pick = ta_ntiers - 1;
+	for (unsigned t = 0; t + 1 < ta_ntiers; t++) {
+		if (ta_charge_room(t, TA_LIMIT_HIGH)) {
+			pick = t;
+			break;
+		}
+	}
+	if (atomic_load(&ta_maps_placing) && atomic_load(&ta_maps_place_tier) == pick)
+		return;
+	sigset_t old;
+	ta_maps_lock(&old);
+	atomic_store(&ta_maps_place_tier, pick);
+	atomic_store(&ta_maps_placing, true);
+	for (unsigned i = 0; i < ta_maps.n; i++)
+		ta_bind_range((void *)ta_maps.r[i].start, ta_maps.r[i].end - ta_maps.r[i].start,
+			      pick, false);
+	ta_maps_unlock(&old);
+	atomic_fetch_add(&ta_maps_rebinds, 1);
+}
+
 bool ta_maps_sample(void)
 {
 	static struct ta_maps_range *copy; /* TA_MAPS_MAX ranges, mapped on first use */
@@ -230,6 +269,7 @@ bool ta_maps_sample(void)
 		/* Seen, then charged: the quotas, steering and enforcement count these pages as
 		 * the process's, like its chunks (docs/runtimes.md, step 2). */
 		ta_charge_mapped(per_tier, ta_ntiers);
+		place();
 		uint64_t took = ta_monotonic_ns() - began;
 		atomic_store(&ta_maps_sample_ns, took);
 		atomic_fetch_add(&ta_maps_sample_ns_total, took);

@@ -114,6 +114,12 @@ static int maps_get(const char *field, void *out, size_t *len)
 			return put_u64(out, len, v[i]);
 	if (strcmp(field, "samples") == 0)
 		return put_u64(out, len, atomic_load(&ta_maps_samples));
+	if (strcmp(field, "tier") == 0)
+		return put_u64(out, len,
+			       atomic_load(&ta_maps_placing) ? atomic_load(&ta_maps_place_tier)
+							     : UINT64_MAX);
+	if (strcmp(field, "rebinds") == 0)
+		return put_u64(out, len, atomic_load(&ta_maps_rebinds));
 	if (strcmp(field, "sample_ns") == 0)
 		return put_u64(out, len, atomic_load(&ta_maps_sample_ns));
 	if (strcmp(field, "sample_ns_total") == 0)

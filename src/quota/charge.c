@@ -131,6 +131,18 @@ void ta_charge_mapped(const uint64_t resident[TA_MAX_TIERS], unsigned ntiers)
 	}
 }
 
+bool ta_charge_room(unsigned tier, int level)
+{
+	/* A charge of nothing: the same tests as any charge (this process's limit, the cgroup's
+	 * share with the agent's loan or yield), and nothing left behind. */
+	return ta_charge(tier, 0, level, false);
+}
+
+bool ta_charge_shared(void)
+{
+	return atomic_load_explicit(&ta_shm.active, memory_order_acquire);
+}
+
 uint64_t ta_charge_mapped_now(unsigned tier)
 {
 	return tier < TA_MAX_TIERS ? atomic_load(&mapped_charged[tier]) : 0;

@@ -42,6 +42,10 @@ void ta_charge_fork_inherit(void);
  * charge for them follows, by the difference from the last sample (docs/runtimes.md, step 2).
  * One caller at a time (the sampler's). */
 void ta_charge_mapped(const uint64_t resident[TA_MAX_TIERS], unsigned ntiers);
+/* Whether the tier takes more at this level now (a charge of nothing), and whether charges go to
+ * a segment the processes of the cgroup share (a quota). */
+bool ta_charge_room(unsigned tier, int level);
+bool ta_charge_shared(void);
 /* What the last sample charged to the tier for those mappings. */
 uint64_t ta_charge_mapped_now(unsigned tier);
 
