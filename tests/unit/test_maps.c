@@ -6,7 +6,7 @@
  * sampler's residency per node (place.c) on a mapping of this process's own. Then the charge
  * that follows a sample (quota/charge.c): by the difference between samples, to this process's
  * books, its slot and the tier, moving between tiers without wrapping, and in a forked child
- * only what it adds to what its parent charges.
+ * only what it adds to what its parent charges; and the probe placement picks a tier with.
  */
 #include <stdio.h>
 #include <string.h>
@@ -214,6 +214,18 @@ static void test_charge_mapped(void)
 	r[0] = 5 * MiB;
 	ta_charge_mapped(r, 2);
 	expect_charged(1, 0, 3 * MiB, 11 * MiB);
+
+	test_context("room: a charge of nothing, within the high share or not, leaves no trace");
+	atomic_store(&ta_shm.tiers[0].limit[TA_LIMIT_HIGH], 16 * MiB);
+	atomic_store(&ta_shm.tiers[1].limit[TA_LIMIT_HIGH], UINT64_MAX);
+	atomic_store(&ta_charges[0].limit, UINT64_MAX); /* no process limit */
+	atomic_store(&ta_charges[1].limit, UINT64_MAX);
+	expect_true(ta_charge_room(0, TA_LIMIT_HIGH)); /* 11 MiB of 16 */
+	r[0] = 20 * MiB;
+	ta_charge_mapped(r, 2);
+	expect_true(!ta_charge_room(0, TA_LIMIT_HIGH)); /* 26 MiB */
+	expect_true(ta_charge_room(1, TA_LIMIT_HIGH));
+	expect_charged(1, 0, 18 * MiB, 26 * MiB);
 	atomic_store(&ta_shm.active, false);
 	test_context("%s", "");
 }
