@@ -6,10 +6,10 @@
 # them for a moment; it runs once without the preload and once under it, in the same run. Its
 # peak resident anonymous memory (RssAnon of /proc/PID/status, sampled every 20 ms) is compared
 # with tieralloc's peak charged bytes (TIERALLOC_SUMMARY; a segment of the run's own, so that the
-# process's accounting is its own and its worker samples its mappings) and with the peak of what
-# it found resident in the program's own mappings (mmap, docs/runtimes.md). Charged = peak
-# charged / peak RssAnon under the preload; seen = (peak charged + peak mapped) / peak RssAnon;
-# "cost" is the peak RssAnon under the preload less the one without it.
+# process's accounting is its own and its worker samples its mappings). Since step 2 of
+# docs/runtimes.md the charge includes what the worker found resident in the program's own
+# mappings (mmap); "of it mapped" is the peak of that part. Charged = peak charged / peak RssAnon
+# under the preload; "cost" is the peak RssAnon under the preload less the one without it.
 #
 # Usage: run-coverage.sh BUILDDIR [PROGRAM...]   (default: every program below that is installed)
 # Programs: python3 (pymalloc: 1 MiB arenas from mmap), python3-malloc (PYTHONMALLOC=malloc),
@@ -109,8 +109,8 @@ progs=("$@")
 [ ${#progs[@]} -eq 0 ] && progs=(python3 python3-malloc node java perl sqlite3)
 echo "coverage: tieralloc's peak charged bytes against the process's peak RssAnon, $(date +%F)," \
 	"load average $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-15s %12s %12s %12s %12s %8s %8s %10s\n' program "anon, glibc" "anon, ta" \
-	"ta charged" "ta mapped" charged seen "ta cost"
+printf '%-15s %12s %12s %12s %12s %8s %10s\n' program "anon, glibc" "anon, ta" \
+	"ta charged" "of it mapped" charged "ta cost"
 for p in "${progs[@]}"; do
 	if ! command -v "$(needs "$p")" >/dev/null; then
 		printf '%-15s %s\n' "$p" "not installed"
@@ -124,9 +124,8 @@ for p in "${progs[@]}"; do
 		continue
 	fi
 	awk -v p="$p" -v a0="$a0" -v a1="$a1" -v c1="$c1" -v m1="$m1" 'BEGIN {
-		printf "%-15s %8.1f MiB %8.1f MiB %8.1f MiB %8.1f MiB %7.0f%% %7.0f%% %+6.1f MiB\n",
+		printf "%-15s %8.1f MiB %8.1f MiB %8.1f MiB %8.1f MiB %7.0f%% %+6.1f MiB\n",
 			p, a0 / 1024, a1 / 1024, c1 / 1048576, m1 / 1048576,
-			a1 ? 100 * c1 / 1024 / a1 : 0, a1 ? 100 * (c1 + m1) / 1024 / a1 : 0,
-			(a1 - a0) / 1024
+			a1 ? 100 * c1 / 1024 / a1 : 0, (a1 - a0) / 1024
 	}'
 done

@@ -723,9 +723,21 @@ unsigned ta_maps_copy(struct ta_maps_range *out, unsigned max, uint64_t *bytes);
 extern _Atomic uint64_t ta_maps_resident[TA_MAX_TIERS];
 extern _Atomic uint64_t ta_maps_resident_peak[TA_MAX_TIERS];
 extern _Atomic uint64_t ta_maps_samples;
-/* Sample where the recorded mappings are resident (mincore, then move_pages without moving);
- * false when another thread is sampling. */
+/* What the last sample took, and all of them (ns): the worker spaces them by it (worker.c). */
+extern _Atomic uint64_t ta_maps_sample_ns;
+extern _Atomic uint64_t ta_maps_sample_ns_total;
+/* Sample where the recorded mappings are resident (mincore, then move_pages without moving) and
+ * charge them (ta_charge_mapped); false when another thread is sampling. */
 bool ta_maps_sample(void);
+/* Placement (docs/runtimes.md, step 3): under a quota with more than one tier, each sample
+ * picks the fastest tier within its high share, the tier new ranges are bound to (policy only);
+ * when the pick changes, every recorded range is bound to the new one, so that its later faults
+ * land there and the pages already placed stay. placing: a pick was made; rebinds: changes. */
+extern _Atomic bool ta_maps_placing;
+extern _Atomic unsigned ta_maps_place_tier;
+extern _Atomic uint64_t ta_maps_rebinds;
+/* Under the lock, after recording [start, end): bind it to the pick. */
+void ta_maps_place_locked(uintptr_t start, uintptr_t end);
 void ta_maps_fork_prepare(void);
 void ta_maps_fork_parent(void);
 void ta_maps_fork_child(void);

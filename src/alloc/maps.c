@@ -29,6 +29,7 @@ _Atomic uint64_t ta_maps_bytes;
 static _Atomic bool maps_locked;
 static sigset_t fork_mask; /* the forking thread's mask, while fork holds the lock */
 static struct ta_maps_range *maps_storage; /* TA_MAPS_MAX ranges, mapped on first use */
+static _Atomic bool sampling;		   /* the worker and the exit summary: one at a time */
 
 /* The first range whose end is above addr (n when none). */
 static unsigned first_ending_after(const struct ta_maps *m, uintptr_t addr)
@@ -184,6 +185,8 @@ void ta_maps_fork_parent(void)
 
 void ta_maps_fork_child(void)
 {
+	/* A sample the parent's worker was taking did not come along. */
+	atomic_store(&sampling, false);
 	ta_maps_unlock(&fork_mask);
 }
 
@@ -192,33 +195,87 @@ void ta_maps_fork_child(void)
 _Atomic uint64_t ta_maps_resident[TA_MAX_TIERS];
 _Atomic uint64_t ta_maps_resident_peak[TA_MAX_TIERS];
 _Atomic uint64_t ta_maps_samples;
+_Atomic uint64_t ta_maps_sample_ns;
+_Atomic uint64_t ta_maps_sample_ns_total;
+
+_Atomic bool ta_maps_placing;
+_Atomic unsigned ta_maps_place_tier;
+_Atomic uint64_t ta_maps_rebinds;
+
+void ta_maps_place_locked(uintptr_t start, uintptr_t end)
+{
+	if (atomic_load_explicit(&ta_maps_placing, memory_order_relaxed))
+		ta_bind_range((void *)start, end - start,
+			      atomic_load_explicit(&ta_maps_place_tier, memory_order_relaxed),
+			      false);
+}
+
+/* After a sample is charged: the fastest tier within its high share (the last when none is),
+ * as steering would pick for an allocation. Under the lock, so that a range recorded meanwhile
+ * is bound to the old pick before it is re-bound, never after. */
+static void place(void)
+{
+	if (ta_ntiers < 2 || !ta_charge_shared())
+		return;
+	unsigned pick = ta_ntiers - 1;
+	for (unsigned t = 0; t + 1 < ta_ntiers; t++) {
+		if (ta_charge_room(t, TA_LIMIT_HIGH)) {
+			pick = t;
+			break;
+		}
+	}
+	if (atomic_load(&ta_maps_placing) && atomic_load(&ta_maps_place_tier) == pick)
+		return;
+	sigset_t old;
+	ta_maps_lock(&old);
+	atomic_store(&ta_maps_place_tier, pick);
+	atomic_store(&ta_maps_placing, true);
+	for (unsigned i = 0; i < ta_maps.n; i++)
+		ta_bind_range((void *)ta_maps.r[i].start, ta_maps.r[i].end - ta_maps.r[i].start,
+			      pick, false);
+	ta_maps_unlock(&old);
+	atomic_fetch_add(&ta_maps_rebinds, 1);
+}
 
 bool ta_maps_sample(void)
 {
-	static _Atomic bool busy;
 	static struct ta_maps_range *copy; /* TA_MAPS_MAX ranges, mapped on first use */
-	if (atomic_exchange(&busy, true))
-		return false; /* the worker and the exit summary: one at a time */
+	if (atomic_exchange(&sampling, true))
+		return false;
 	if (copy == NULL)
 		copy = ta_pages_map(TA_MAPS_MAX * sizeof(*copy), true);
 	bool done = false;
 	if (copy != NULL) {
+		uint64_t began = ta_monotonic_ns();
 		unsigned n = ta_maps_copy(copy, TA_MAPS_MAX, NULL);
 		uint64_t per_node[TA_MAX_NODES] = { 0 };
+		uint64_t per_tier[TA_MAX_TIERS] = { 0 };
 		for (unsigned i = 0; i < n; i++)
 			ta_resident_nodes(copy[i].start, copy[i].end - copy[i].start, per_node);
+		/* A node in the first tier that has it: tiers that share nodes (TIERALLOC_TIERS
+		 * "0;0", the tests' two tiers on one node) must not charge its pages twice. */
+		uint64_t counted = 0;
 		for (unsigned t = 0; t < ta_ntiers; t++) {
-			uint64_t sum = 0;
+			uint64_t sum = 0, nodes = ta_topo.tier[t].nodes & ~counted;
+			counted |= nodes;
 			for (unsigned node = 0; node < TA_MAX_NODES; node++)
-				if (ta_topo.tier[t].nodes & (1ull << node))
+				if (nodes & (1ull << node))
 					sum += per_node[node];
+			per_tier[t] = sum;
 			atomic_store(&ta_maps_resident[t], sum);
 			if (sum > atomic_load(&ta_maps_resident_peak[t]))
 				atomic_store(&ta_maps_resident_peak[t], sum);
 		}
+		/* Seen, then charged: the quotas, steering and enforcement count these pages as
+		 * the process's, like its chunks (docs/runtimes.md, step 2). */
+		ta_charge_mapped(per_tier, ta_ntiers);
+		place();
+		uint64_t took = ta_monotonic_ns() - began;
+		atomic_store(&ta_maps_sample_ns, took);
+		atomic_fetch_add(&ta_maps_sample_ns_total, took);
 		atomic_fetch_add(&ta_maps_samples, 1);
 		done = true;
 	}
-	atomic_store(&busy, false);
+	atomic_store(&sampling, false);
 	return done;
 }

@@ -78,6 +78,7 @@ void *ta_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, co
 			ta_maps_erase(&ta_maps, (uintptr_t)p, page_end(p, len));
 		if (record && ta_maps.r != NULL) {
 			ta_maps_insert(&ta_maps, (uintptr_t)p, page_end(p, len));
+			ta_maps_place_locked((uintptr_t)p, page_end(p, len));
 			atomic_store_explicit(&ta_maps_recorded, true, memory_order_relaxed);
 		}
 	}

@@ -114,6 +114,16 @@ static int maps_get(const char *field, void *out, size_t *len)
 			return put_u64(out, len, v[i]);
 	if (strcmp(field, "samples") == 0)
 		return put_u64(out, len, atomic_load(&ta_maps_samples));
+	if (strcmp(field, "tier") == 0)
+		return put_u64(out, len,
+			       atomic_load(&ta_maps_placing) ? atomic_load(&ta_maps_place_tier)
+							     : UINT64_MAX);
+	if (strcmp(field, "rebinds") == 0)
+		return put_u64(out, len, atomic_load(&ta_maps_rebinds));
+	if (strcmp(field, "sample_ns") == 0)
+		return put_u64(out, len, atomic_load(&ta_maps_sample_ns));
+	if (strcmp(field, "sample_ns_total") == 0)
+		return put_u64(out, len, atomic_load(&ta_maps_sample_ns_total));
 	if (strcmp(field, "sample") == 0) {
 		/* Set-like: a get samples now (tests, and tools that want a fresh figure). */
 		return put_u32(out, len, ta_maps_sample() ? 1u : 0u);
@@ -215,6 +225,8 @@ int ta_ctl_get(const char *name, void *out, size_t *len)
 			return put_u64(out, len, atomic_load(&ta_maps_resident[t]));
 		if (strcmp(field, "mapped_peak") == 0)
 			return put_u64(out, len, atomic_load(&ta_maps_resident_peak[t]));
+		if (strcmp(field, "mapped_charged") == 0)
+			return put_u64(out, len, ta_charge_mapped_now((unsigned)t));
 	}
 	if (strcmp(field, "capacity") == 0) {
 		struct tieralloc_tier_info info = { .size = sizeof(info) };

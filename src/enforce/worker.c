@@ -21,16 +21,23 @@
 enum { WORKER_NONE = 0, WORKER_RUNNING = 1, WORKER_FAILED = 2 };
 static _Atomic int worker_state;
 
-/* Once an access period, while the program has mappings of its own recorded (api/maps.c). */
+/* Once an access period, while the program has mappings of its own recorded (api/maps.c), and
+ * no more often than keeps the samples within 2% of the worker's time, as the access sampler's
+ * budget: a sample that took c waits at least 49 c after it ends. */
 static void maps_tick(void)
 {
-	static uint64_t last;
+	static uint64_t next;
 	uint64_t now = ta_monotonic_ns();
-	if (!ta_opts.maps || now - last < ta_opts.access_period_ms * 1000000ull)
+	if (!ta_opts.maps || now < next ||
+	    !atomic_load_explicit(&ta_maps_recorded, memory_order_relaxed))
 		return;
-	last = now;
-	if (atomic_load_explicit(&ta_maps_recorded, memory_order_relaxed))
-		ta_maps_sample();
+	uint64_t period = ta_opts.access_period_ms * 1000000ull;
+	if (!ta_maps_sample())
+		return;
+	uint64_t took = atomic_load(&ta_maps_sample_ns), end = ta_monotonic_ns();
+	next = now + period;
+	if (end + 49 * took > next)
+		next = end + 49 * took;
 }
 
 static void *worker_main(void *arg)

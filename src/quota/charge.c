@@ -101,6 +101,53 @@ void ta_charge_move(unsigned from, unsigned to, uint64_t bytes)
 	}
 }
 
+/* ---- the program's own mappings (docs/runtimes.md) ---- */
+
+/* What this process charges now for the resident pages of its recorded mappings, per tier. A
+ * forked child starts with its parent's figure, which its inherited charge covers: the pages are
+ * the parent's (copy-on-write) and stay charged in the parent's slot; only what the child adds
+ * reaches its own slot, and what it gives back comes out of `inherited` first. */
+static _Atomic uint64_t mapped_charged[TA_MAX_TIERS];
+
+void ta_charge_mapped(const uint64_t resident[TA_MAX_TIERS], unsigned ntiers)
+{
+	/* Rises first, falls second: pages that moved between tiers since the last sample are
+	 * counted in both for a moment, never in neither, and no counter goes below zero. Forced:
+	 * the pages are already there; a tier past its share is enforcement's to act on. */
+	for (unsigned t = 0; t < ntiers && t < TA_MAX_TIERS; t++) {
+		uint64_t had = atomic_load(&mapped_charged[t]);
+		if (resident[t] > had) {
+			ta_charge(t, resident[t] - had, TA_LIMIT_MAX, true);
+			atomic_store(&mapped_charged[t], resident[t]);
+			ta_charge_note_peak(t);
+		}
+	}
+	for (unsigned t = 0; t < ntiers && t < TA_MAX_TIERS; t++) {
+		uint64_t had = atomic_load(&mapped_charged[t]);
+		if (resident[t] < had) {
+			atomic_store(&mapped_charged[t], resident[t]);
+			ta_uncharge(t, had - resident[t]);
+		}
+	}
+}
+
+bool ta_charge_room(unsigned tier, int level)
+{
+	/* A charge of nothing: the same tests as any charge (this process's limit, the cgroup's
+	 * share with the agent's loan or yield), and nothing left behind. */
+	return ta_charge(tier, 0, level, false);
+}
+
+bool ta_charge_shared(void)
+{
+	return atomic_load_explicit(&ta_shm.active, memory_order_acquire);
+}
+
+uint64_t ta_charge_mapped_now(unsigned tier)
+{
+	return tier < TA_MAX_TIERS ? atomic_load(&mapped_charged[tier]) : 0;
+}
+
 /* ---- what the enforcement worker is asked to look at ---- */
 
 void ta_charge_note_limits(void)

@@ -14,7 +14,8 @@
  * line; the others have theirs. */
 struct ta_tier_charge {
 	/* runs cut (small objects, in use or free) + large objects + kept large pages + every
-	 * thread's stock + what the process held at start (startup.c) */
+	 * thread's stock + what the process held at start (startup.c) + the resident pages of
+	 * the program's own mappings at the last sample (ta_charge_mapped) */
 	_Atomic uint64_t charged __attribute__((aligned(64)));
 	_Atomic uint64_t limit; /* TIERALLOC_PROCESS_LIMIT or ctl "tier.<t>.limit"; UINT64_MAX */
 	_Atomic uint64_t peak __attribute__((aligned(64)));
@@ -37,6 +38,16 @@ void ta_charge_move(unsigned from, unsigned to, uint64_t bytes);
 /* In a forked child: what it holds now is its parent's (copy-on-write), charged in the parent's
  * slot; what it gives back of it must not leave the segment (charge.c, inherited). */
 void ta_charge_fork_inherit(void);
+/* The worker's sample of the program's own mappings found resident[t] bytes in tier t: the
+ * charge for them follows, by the difference from the last sample (docs/runtimes.md, step 2).
+ * One caller at a time (the sampler's). */
+void ta_charge_mapped(const uint64_t resident[TA_MAX_TIERS], unsigned ntiers);
+/* Whether the tier takes more at this level now (a charge of nothing), and whether charges go to
+ * a segment the processes of the cgroup share (a quota). */
+bool ta_charge_room(unsigned tier, int level);
+bool ta_charge_shared(void);
+/* What the last sample charged to the tier for those mappings. */
+uint64_t ta_charge_mapped_now(unsigned tier);
 
 /* What the enforcement worker is asked to look at. enforce_wanted: under a real quota a tier
  * reached half its high share, this process holds 16 MiB there, or a tier was found full.

@@ -264,6 +264,12 @@ int ta_quota_tier_field(unsigned t, const char *field, uint64_t *out)
 			return 0;
 		}
 	}
+	/* This process's own slot: a test's figure that other processes of the cgroup leave alone.
+	 */
+	if (strcmp(field, "mine") == 0) {
+		*out = atomic_load(&ta_shm.mine->charged[t]);
+		return 0;
+	}
 	if (ta_shm_access_field(&ta_shm, t, field, out) == 0)
 		return 0;
 	return agent_tier_field(t, field, out);

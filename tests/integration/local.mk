@@ -23,7 +23,7 @@ EXTRA_DIST += tests/run-preload.sh tests/integration/lib.sh \
 	tests/integration/test_python.sh tests/integration/test_sort.sh \
 	tests/integration/test_sqlite.sh tests/integration/test_tar.sh \
 	tests/integration/test_twotier.sh tests/integration/test_stat.sh \
-	tests/integration/test_misuse.sh
+	tests/integration/test_misuse.sh tests/integration/prog_maps_place.env
 
 # A sanitizer runtime wants malloc for itself: no LD_PRELOAD tests in a sanitized build.
 if !SANITIZED
@@ -33,7 +33,8 @@ ta_it_ldflags = -pthread
 
 ta_it_progs = tests/integration/prog_fork tests/integration/prog_threads \
 	tests/integration/prog_atexit tests/integration/prog_signal \
-	tests/integration/prog_mix tests/integration/prog_stdio_exit tests/integration/prog_maps
+	tests/integration/prog_mix tests/integration/prog_stdio_exit tests/integration/prog_maps \
+	tests/integration/prog_maps_place
 check_PROGRAMS += $(ta_it_progs) tests/integration/prog_blocks tests/integration/prog_cxx \
 	tests/integration/prog_misuse
 
@@ -41,6 +42,10 @@ tests_integration_prog_maps_SOURCES = tests/integration/prog_maps.c tests/integr
 tests_integration_prog_maps_CFLAGS = $(ta_it_cflags)
 tests_integration_prog_maps_LDFLAGS = $(ta_it_ldflags)
 tests_integration_prog_maps_LDADD = $(DL_LIBS)
+tests_integration_prog_maps_place_SOURCES = tests/integration/prog_maps_place.c tests/integration/prog.h
+tests_integration_prog_maps_place_CFLAGS = $(ta_it_cflags)
+tests_integration_prog_maps_place_LDFLAGS = $(ta_it_ldflags)
+tests_integration_prog_maps_place_LDADD = $(DL_LIBS)
 
 tests_integration_prog_fork_SOURCES = tests/integration/prog_fork.c tests/integration/prog.h
 tests_integration_prog_fork_CFLAGS = $(ta_it_cflags)

@@ -3,13 +3,17 @@
  * The registry of a program's own anonymous mappings (src/alloc/maps.c): ranges recorded, merged
  * with their neighbours, cut by unmaps (in the middle too), replaced by a fixed mapping, and a
  * full registry that refuses and counts what it cannot keep instead of growing. Then the
- * sampler's residency per node (place.c) on a mapping of this process's own.
+ * sampler's residency per node (place.c) on a mapping of this process's own. Then the charge
+ * that follows a sample (quota/charge.c): by the difference between samples, to this process's
+ * books, its slot and the tier, moving between tiers without wrapping, and in a forked child
+ * only what it adds to what its parent charges; and the probe placement picks a tier with.
  */
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "internal.h"
+#include "quota/shm.h"
 #include "test.h"
 
 #define P 4096u
@@ -143,11 +147,95 @@ static void test_resident(void)
 	test_context("%s", "");
 }
 
+#define MiB ((uint64_t)1 << 20)
+static _Alignas(64) unsigned char seg[TA_SHM_SEG_SIZE];
+
+static void expect_charged(unsigned slot, unsigned t, uint64_t in_slot, uint64_t in_tier)
+{
+	expect_eq(atomic_load(&ta_shm.slots[slot].charged[t]), in_slot);
+	expect_eq(atomic_load(&ta_shm.tiers[t].charged), in_tier);
+}
+
+static void test_charge_mapped(void)
+{
+	/* A segment in memory, this process in slot 0, two tiers. */
+	ta_shm.tiers = (void *)(seg + TA_SHM_TIERS_OFF);
+	ta_shm.slots = (void *)(seg + TA_SHM_SLOTS_OFF);
+	ta_shm.nslots = TA_SHM_MAX_SLOTS;
+	ta_shm.slot_size = sizeof(struct ta_shm_slot);
+	ta_shm.ntiers = 2;
+	ta_shm.mine = &ta_shm.slots[0];
+	atomic_store(&ta_shm.active, true);
+	uint64_t own0 = atomic_load(&ta_charges[0].charged);
+	uint64_t r[TA_MAX_TIERS] = { 0 };
+
+	test_context("charge: a sample's resident bytes, to the books, the slot and the tier");
+	r[0] = 10 * MiB;
+	ta_charge_mapped(r, 2);
+	expect_charged(0, 0, 10 * MiB, 10 * MiB);
+	expect_eq(atomic_load(&ta_charges[0].charged), own0 + 10 * MiB);
+	expect_true(atomic_load(&ta_charges[0].peak) >= own0 + 10 * MiB);
+	expect_eq(ta_charge_mapped_now(0), 10 * MiB);
+	test_context("charge: the same sample again charges nothing more");
+	ta_charge_mapped(r, 2);
+	expect_charged(0, 0, 10 * MiB, 10 * MiB);
+	test_context("charge: pages moved to tier 1 leave tier 0");
+	r[0] = 4 * MiB;
+	r[1] = 6 * MiB;
+	ta_charge_mapped(r, 2);
+	expect_charged(0, 0, 4 * MiB, 4 * MiB);
+	expect_charged(0, 1, 6 * MiB, 6 * MiB);
+	test_context("charge: everything unmapped, nothing wraps");
+	r[0] = r[1] = 0;
+	ta_charge_mapped(r, 2);
+	expect_charged(0, 0, 0, 0);
+	expect_charged(0, 1, 0, 0);
+	expect_eq(atomic_load(&ta_charges[0].charged), own0);
+	test_context("charge: tiers past ntiers are left alone");
+	r[2] = 5 * MiB;
+	ta_charge_mapped(r, 2);
+	expect_eq(atomic_load(&ta_shm.tiers[2].charged), 0);
+	expect_eq(ta_charge_mapped_now(2), 0);
+	r[2] = 0;
+
+	test_context("charge: a forked child, slot 1, shares its parent's 8 MiB");
+	r[0] = 8 * MiB;
+	ta_charge_mapped(r, 2);
+	ta_charge_fork_inherit();
+	ta_shm.mine = &ta_shm.slots[1];
+	ta_charge_mapped(r, 2); /* the child's first sample finds the parent's pages */
+	expect_charged(1, 0, 0, 8 * MiB);
+	expect_charged(0, 0, 8 * MiB, 8 * MiB);
+	test_context("charge: what the child gives back of them stays the parent's");
+	r[0] = 2 * MiB;
+	ta_charge_mapped(r, 2);
+	expect_charged(1, 0, 0, 8 * MiB);
+	test_context("charge: what the child touches of its own is its own");
+	r[0] = 5 * MiB;
+	ta_charge_mapped(r, 2);
+	expect_charged(1, 0, 3 * MiB, 11 * MiB);
+
+	test_context("room: a charge of nothing, within the high share or not, leaves no trace");
+	atomic_store(&ta_shm.tiers[0].limit[TA_LIMIT_HIGH], 16 * MiB);
+	atomic_store(&ta_shm.tiers[1].limit[TA_LIMIT_HIGH], UINT64_MAX);
+	atomic_store(&ta_charges[0].limit, UINT64_MAX); /* no process limit */
+	atomic_store(&ta_charges[1].limit, UINT64_MAX);
+	expect_true(ta_charge_room(0, TA_LIMIT_HIGH)); /* 11 MiB of 16 */
+	r[0] = 20 * MiB;
+	ta_charge_mapped(r, 2);
+	expect_true(!ta_charge_room(0, TA_LIMIT_HIGH)); /* 26 MiB */
+	expect_true(ta_charge_room(1, TA_LIMIT_HIGH));
+	expect_charged(1, 0, 18 * MiB, 26 * MiB);
+	atomic_store(&ta_shm.active, false);
+	test_context("%s", "");
+}
+
 int main(void)
 {
 	test_merge();
 	test_erase();
 	test_full();
 	test_resident();
+	test_charge_mapped();
 	return test_done();
 }
