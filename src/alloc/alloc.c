@@ -449,8 +449,12 @@ void ta_free(void *p)
 				    free_to_bin(tc, (unsigned)t, kind, p, false))
 					return;
 			} else if (kind == TA_PAGE_PACKED && ((uintptr_t)p & 15u) == 0) {
-				unsigned cls = ta_pack_class_of(p);
-				if (cls < TA_NCLASSES && free_to_bin(tc, (unsigned)t, cls, p, true))
+				/* ta_pack_class_of less its check of the usable size, which free
+				 * does not read: the tag covers it (the slow path checks it all). */
+				uint64_t h = *(const ta_word *)ta_pack_hdr_of(p);
+				unsigned cls = (unsigned)(h >> 32) & 0xffu;
+				if (((ta_pack_hash(p, h) ^ h) & TA_PACK_TAG_MASK) == 0 &&
+				    cls < TA_NCLASSES && free_to_bin(tc, (unsigned)t, cls, p, true))
 					return;
 			}
 		}

@@ -258,7 +258,7 @@ struct ta_arena {
 };
 
 extern struct ta_arena ta_arenas[TA_MAX_TIERS];
-extern uint8_t *ta_chunk_map;
+extern uint8_t *ta_chunk_map TA_HIDDEN; /* hidden: free reads it without a GOT load */
 /* Chunks retagged so far (bumped after the chunk map changes): a thread cache whose objects were
  * checked against an older count checks them again (alloc.c) before malloc's fast path hands one
  * out, which so need not look at each object's chunk. */

@@ -395,6 +395,9 @@ void ta_arena_set_pack_limit(uint64_t bytes)
  */
 void ta_arena_pack_freed(uint64_t bytes)
 {
+	/* Stopped already: no count to keep, and no line for the threads' frees to bounce. */
+	if (atomic_load_explicit(&pack_left, memory_order_relaxed) == 0)
+		return;
 	uint64_t freed = atomic_fetch_add(&pack_freed, bytes) + bytes;
 	if (freed > atomic_load(&pack_cut) / 4 + TA_PACK_FREED_FLOOR)
 		atomic_store(&pack_left, 0);
