@@ -44,6 +44,35 @@ static void rehome(struct ta_tcache *tc, unsigned u, unsigned cls, void *p)
 	b->slots[b->count++] = p;
 }
 
+/* Chunks were retagged since tc's objects were last checked: each cached object whose chunk is
+ * now in another tier moves to that tier's bin, so that malloc's fast path, which only compares
+ * the counts, never hands one out as its old tier's. The count is read first: a retag meanwhile
+ * makes the next malloc check again. */
+static void recheck_cached(struct ta_tcache *tc)
+{
+	uint64_t gen = atomic_load_explicit(&ta_retag_gen, memory_order_acquire);
+	for (unsigned t = 0; t < ta_ntiers; t++) {
+		for (unsigned cls = 0; cls < TA_NCLASSES; cls++) {
+			struct ta_bin *bin = &tc->bins[t][cls];
+			unsigned n = bin->count < bin->cap ? bin->count : bin->cap, kept = 0;
+			for (unsigned i = 0; i < n; i++) {
+				void *p = bin->slots[i];
+				int u = ta_chunk_tier_of(p);
+				if (likely(u == (int)t)) {
+					bin->slots[kept++] = p;
+					continue;
+				}
+				/* As in bin_take: the retag counted it live in u. */
+				ta_arena_move_live((unsigned)u, t, ta_class_size[cls]);
+				rehome(tc, (unsigned)u, cls, p); /* another bin: not this one's */
+			}
+			if (bin->count != kept)
+				bin->count = (uint16_t)kept;
+		}
+	}
+	tc->retag_gen = gen;
+}
+
 /* An object of cls from tier t: this thread's cache, else the tier's free objects, else a new run
  * charged as ch says. */
 static void *bin_take(struct ta_tcache *tc, unsigned t, unsigned cls, struct ta_fill_charge *ch)
@@ -144,6 +173,8 @@ static void *small_alloc_slow(struct ta_tcache *tc, unsigned cls, size_t size, s
 			      int want_tier)
 {
 	tc->in_slow = 1;
+	if (tc->retag_gen != atomic_load_explicit(&ta_retag_gen, memory_order_relaxed))
+		recheck_cached(tc);
 	ta_charge_note_limits();
 	ta_keep_age();
 	ta_arena_decay();
@@ -329,9 +360,10 @@ void *ta_malloc(size_t size)
 		unsigned n = __atomic_load_n(&bin->count, __ATOMIC_RELAXED);
 		if (likely(n - 1u < bin->cap)) {
 			void *p = bin->slots[n - 1];
-			/* Still in this tier? Its chunk may have been demoted (slow path). */
-			if (likely(__atomic_load_n(&ta_chunk_map[(uintptr_t)p >> TA_CHUNK_SHIFT],
-						   __ATOMIC_RELAXED) == t + 1)) {
+			/* Every cached object still in its bin's tier? Not when a chunk was retagged
+			 * since they were checked (the slow path checks them again). */
+			if (likely(tc->retag_gen ==
+				   atomic_load_explicit(&ta_retag_gen, memory_order_relaxed))) {
 				__atomic_store_n(&bin->count, (uint16_t)(n - 1), __ATOMIC_RELAXED);
 				ta_mark_taken(p);
 				int64_t live = tc->live[t] + (int64_t)ta_class_size[cls];
@@ -417,8 +449,12 @@ void ta_free(void *p)
 				    free_to_bin(tc, (unsigned)t, kind, p, false))
 					return;
 			} else if (kind == TA_PAGE_PACKED && ((uintptr_t)p & 15u) == 0) {
-				unsigned cls = ta_pack_class_of(p);
-				if (cls < TA_NCLASSES && free_to_bin(tc, (unsigned)t, cls, p, true))
+				/* ta_pack_class_of less its check of the usable size, which free
+				 * does not read: the tag covers it (the slow path checks it all). */
+				uint64_t h = *(const ta_word *)ta_pack_hdr_of(p);
+				unsigned cls = (unsigned)(h >> 32) & 0xffu;
+				if (((ta_pack_hash(p, h) ^ h) & TA_PACK_TAG_MASK) == 0 &&
+				    cls < TA_NCLASSES && free_to_bin(tc, (unsigned)t, cls, p, true))
 					return;
 			}
 		}

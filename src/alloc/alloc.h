@@ -258,7 +258,11 @@ struct ta_arena {
 };
 
 extern struct ta_arena ta_arenas[TA_MAX_TIERS];
-extern uint8_t *ta_chunk_map;
+extern uint8_t *ta_chunk_map TA_HIDDEN; /* hidden: free reads it without a GOT load */
+/* Chunks retagged so far (bumped after the chunk map changes): a thread cache whose objects were
+ * checked against an older count checks them again (alloc.c) before malloc's fast path hands one
+ * out, which so need not look at each object's chunk. */
+extern _Atomic uint64_t ta_retag_gen TA_HIDDEN;
 
 int ta_arena_init(unsigned ntiers, const uint64_t limits[TA_MAX_TIERS]);
 /* How a fill may charge the tier for a new run: at this limit level (TA_LIMIT_HIGH or
@@ -587,6 +591,7 @@ struct ta_tcache {
 	uint64_t cnt[TA_MAX_TIERS][3];
 	unsigned pref_tier;	/* tier the fast path tries: the fastest with headroom */
 	unsigned pref_slot;	/* 0 or 1: is pref_tier there because a faster tier was full? */
+	uint64_t retag_gen;	/* ta_retag_gen when every cached object was in its bin's tier */
 	volatile int in_slow;	/* inside a slow path: signal-handler frees must not take locks */
 	void *_Atomic deferred; /* frees that arrived from a signal handler mid-slow-path */
 	size_t map_size;	/* bytes of this mmap'd structure with its slot arrays */

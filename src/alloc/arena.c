@@ -34,6 +34,7 @@
 
 struct ta_arena ta_arenas[TA_MAX_TIERS];
 uint8_t *ta_chunk_map;
+_Atomic uint64_t ta_retag_gen;
 static unsigned arena_count;
 /* Retags and the page maps of purged runs: they change which tier a chunk's pages belong to. */
 static pthread_mutex_t shape_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -394,6 +395,9 @@ void ta_arena_set_pack_limit(uint64_t bytes)
  */
 void ta_arena_pack_freed(uint64_t bytes)
 {
+	/* Stopped already: no count to keep, and no line for the threads' frees to bounce. */
+	if (atomic_load_explicit(&pack_left, memory_order_relaxed) == 0)
+		return;
 	uint64_t freed = atomic_fetch_add(&pack_freed, bytes) + bytes;
 	if (freed > atomic_load(&pack_cut) / 4 + TA_PACK_FREED_FLOOR)
 		atomic_store(&pack_left, 0);
@@ -920,6 +924,8 @@ int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
 			 __ATOMIC_RELAXED); /* the move bound it to its new tier */
 	__atomic_store_n(&ta_chunk_map[(uintptr_t)c >> TA_CHUNK_SHIFT], (uint8_t)(to + 1),
 			 __ATOMIC_RELEASE);
+	/* After the map: a cache that sees the new count sees the new tier (alloc.c). */
+	atomic_fetch_add_explicit(&ta_retag_gen, 1, memory_order_release);
 	/* Off the old tier's lists, onto the new one's. */
 	ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
 	for (struct ta_chunk **link = &a->chunks; *link != NULL; link = &(*link)->next) {

@@ -54,6 +54,7 @@ static void tcache_setup(struct ta_tcache *tc, size_t map_size, bool fresh)
 	tc->map_size = map_size;
 	tc->slot_next = (void **)(tc + 1);
 	tc->slot_end = (void **)((char *)tc + map_size);
+	tc->retag_gen = atomic_load_explicit(&ta_retag_gen, memory_order_relaxed); /* none cached */
 	ta_stock_init(&tc->stock);
 }
 

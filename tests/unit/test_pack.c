@@ -10,6 +10,8 @@
  *   - a pointer into a packed object, not at its start, is not taken for one;
  *   - a chunk of packed objects moved to another tier: its objects freed before the move come
  *     back in the new tier only, with their contents;
+ *   - an object in this thread's cache when its chunk moves is not handed out as the old tier's
+ *     (malloc's fast path compares retag counts only: the slow path moves it);
  *   - a process that freed a quarter of what it packed, or used up its TIERALLOC_PACK bytes,
  *     packs no more: objects come from class runs.
  */
@@ -112,6 +114,47 @@ static void aligned(void)
 	}
 }
 
+static struct ta_chunk *chunk_at(const void *p)
+{
+	return (struct ta_chunk *)((uintptr_t)p & ~(TA_CHUNK_SIZE - 1));
+}
+
+/* A class run's object, on top of this thread's cache when its chunk moves to tier 1. First of
+ * the cases: nothing packed yet, so the chunk holds no packing area and may move. */
+static void cached_retagged(void)
+{
+	test_context("a cached object whose chunk moved is not handed out as the old tier's");
+	enum { SIZE = 48, BIG = 60000, NBIG = 256 };
+	static void *big[NBIG];
+	char *x = tieralloc_malloc(SIZE);
+	expect_true(x != NULL && !is_packed(x));
+	expect_eq(tieralloc_tier_of(x), 0);
+	/* Runs are cut from another chunk from now on: x's may be retagged. */
+	unsigned nbig = 0;
+	while (nbig < NBIG && (nbig == 0 || chunk_at(big[nbig - 1]) == chunk_at(x)))
+		if ((big[nbig++] = tieralloc_malloc_tier(0, BIG)) == NULL)
+			test_hard("malloc");
+	expect_true(chunk_at(big[nbig - 1]) != chunk_at(x));
+	struct ta_bin *bin = &ta_tls->bins[0][ta_size_class(SIZE)];
+	tieralloc_free(x);
+	expect_true(bin->count > 0 && bin->slots[bin->count - 1] == x); /* the next one out */
+	uint64_t moved;
+	expect_ge(ta_arena_retag_chunk(chunk_at(x), 1, &moved), 0);
+	expect_eq(tieralloc_tier_of(x), 1);
+	char *p = tieralloc_malloc(SIZE);
+	expect_true(p != NULL && p != x);
+	expect_eq(tieralloc_tier_of(p), 0);
+	test_context("tier 1 hands it out, its next one");
+	char *q = tieralloc_malloc_tier(1, SIZE);
+	expect_true(q == x);
+	tieralloc_free(p);
+	tieralloc_free(q);
+	/* The last stays: its run, in the chunk packing starts in next, leaves that chunk no hole
+	 * that retagged()'s runs of tier 1 would be cut from. */
+	for (unsigned i = 0; i + 1 < nbig; i++)
+		tieralloc_free(big[i]);
+}
+
 /* A chunk of packed objects moved to tier 1, as demotion does (its pages stay: one node). */
 static void retagged(void)
 {
@@ -205,6 +248,7 @@ int main(int argc, char **argv)
 	static const char *const env[] = { "TIERALLOC_SHM_NAME=off", "TIERALLOC_ENFORCE=off",
 					   "TIERALLOC_TIERS=0;0", "TIERALLOC_PACK=16M", NULL };
 	test_reexec_with_env(argv, env);
+	cached_retagged();
 	retagged();
 	layout();
 	accounting();
