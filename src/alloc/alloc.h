@@ -690,6 +690,7 @@ int ta_demote_range(void *addr, size_t len, unsigned tier);
  * it into faster tiers up to tier `upto` (relax=true). move: take back pages that left. */
 int ta_bind_range(void *addr, size_t len, unsigned tier, bool move);
 int ta_relax_range(void *addr, size_t len, unsigned tier, unsigned upto);
+int ta_prefer_range(void *addr, size_t len, unsigned tier);
 /* A freed large object's range goes back to its home tier's policy, its pages dropped. */
 void ta_restore_range(void *addr, size_t len, unsigned home);
 /* Resident pages of [addr, addr+len) per node (bytes added to per_node[node]); the pages found. */
@@ -733,7 +734,7 @@ extern _Atomic uint64_t ta_maps_sample_ns;
 extern _Atomic uint64_t ta_maps_sample_ns_total;
 /* Sample where the recorded mappings are resident (mincore, then move_pages without moving) and
  * charge them (ta_charge_mapped); false when another thread is sampling. */
-bool ta_maps_sample(void);
+bool ta_maps_sample(bool wait);
 /* Placement (docs/runtimes.md, step 3): under a quota with more than one tier, each sample
  * picks the fastest tier within its high share, the tier new ranges are bound to (policy only);
  * when the pick changes, every recorded range is bound to the new one, so that its later faults

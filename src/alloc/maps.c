@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc/alloc.h"
@@ -205,14 +206,13 @@ _Atomic uint64_t ta_maps_rebinds;
 void ta_maps_place_locked(uintptr_t start, uintptr_t end)
 {
 	if (atomic_load_explicit(&ta_maps_placing, memory_order_relaxed))
-		ta_bind_range((void *)start, end - start,
-			      atomic_load_explicit(&ta_maps_place_tier, memory_order_relaxed),
-			      false);
+		ta_prefer_range((void *)start, end - start,
+				atomic_load_explicit(&ta_maps_place_tier, memory_order_relaxed));
 }
 
 /* After a sample is charged: the fastest tier within its high share (the last when none is),
  * as steering would pick for an allocation. Under the lock, so that a range recorded meanwhile
- * is bound to the old pick before it is re-bound, never after. */
+ * is placed at the old pick before it is re-placed, never after. */
 static void place(void)
 {
 	if (ta_ntiers < 2 || !ta_charge_shared())
@@ -231,17 +231,22 @@ static void place(void)
 	atomic_store(&ta_maps_place_tier, pick);
 	atomic_store(&ta_maps_placing, true);
 	for (unsigned i = 0; i < ta_maps.n; i++)
-		ta_bind_range((void *)ta_maps.r[i].start, ta_maps.r[i].end - ta_maps.r[i].start,
-			      pick, false);
+		ta_prefer_range((void *)ta_maps.r[i].start, ta_maps.r[i].end - ta_maps.r[i].start,
+				pick);
 	ta_maps_unlock(&old);
 	atomic_fetch_add(&ta_maps_rebinds, 1);
 }
 
-bool ta_maps_sample(void)
+bool ta_maps_sample(bool wait)
 {
 	static struct ta_maps_range *copy; /* TA_MAPS_MAX ranges, mapped on first use */
-	if (atomic_exchange(&sampling, true))
-		return false;
+	while (atomic_exchange(&sampling, true)) {
+		if (!wait)
+			return false;
+		/* Another thread's sample (the worker's) ends within its own walk's time. */
+		struct timespec ms = { .tv_nsec = 1000000 };
+		nanosleep(&ms, NULL);
+	}
 	if (copy == NULL)
 		copy = ta_pages_map(TA_MAPS_MAX * sizeof(*copy), true);
 	bool done = false;

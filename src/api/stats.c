@@ -125,8 +125,9 @@ static int maps_get(const char *field, void *out, size_t *len)
 	if (strcmp(field, "sample_ns_total") == 0)
 		return put_u64(out, len, atomic_load(&ta_maps_sample_ns_total));
 	if (strcmp(field, "sample") == 0) {
-		/* Set-like: a get samples now (tests, and tools that want a fresh figure). */
-		return put_u32(out, len, ta_maps_sample() ? 1u : 0u);
+		/* Set-like: a get samples now (tests, and tools that want a fresh figure), after
+		 * the worker's sample if one is under way. */
+		return put_u32(out, len, ta_maps_sample(true) ? 1u : 0u);
 	}
 	return -ENOENT;
 }

@@ -69,7 +69,7 @@ void ta_summary_write(const char *dest)
 	int tiers = tieralloc_tier_count();
 	/* Where the program's own mappings are now (api/maps.c), with the peak of the samples. */
 	if (atomic_load(&ta_state) == TA_READY && atomic_load(&ta_maps_recorded))
-		ta_maps_sample();
+		ta_maps_sample(false);
 	for (int t = 0; t < tiers; t++) {
 		struct tieralloc_tier_info info = { .size = sizeof(info) };
 		struct tieralloc_tier_stats s = { .size = sizeof(s) };

@@ -32,7 +32,7 @@ static void maps_tick(void)
 	    !atomic_load_explicit(&ta_maps_recorded, memory_order_relaxed))
 		return;
 	uint64_t period = ta_opts.access_period_ms * 1000000ull;
-	if (!ta_maps_sample())
+	if (!ta_maps_sample(false))
 		return;
 	uint64_t took = atomic_load(&ta_maps_sample_ns), end = ta_monotonic_ns();
 	next = now + period;
