@@ -14,7 +14,9 @@
 
 #include "alloc/alloc.h"
 
+#define MODE_PREFERRED	    1	      /* MPOL_PREFERRED */
 #define MODE_BIND	    2	      /* MPOL_BIND */
+#define MODE_PREFERRED_MANY 5	      /* MPOL_PREFERRED_MANY, Linux >= 5.15 */
 #define MODE_NUMA_BALANCING (1 << 13) /* MPOL_F_NUMA_BALANCING, Linux >= 5.15 */
 #define FLAG_MOVE	    (1 << 1)  /* MPOL_MF_MOVE: this process's pages only */
 #define PAGE		    4096ul
@@ -95,6 +97,22 @@ int ta_demote_range(void *addr, size_t len, unsigned tier)
 int ta_bind_range(void *addr, size_t len, unsigned tier, bool move)
 {
 	return policy_call(addr, len, MODE_BIND, ta_topo.tier[tier].nodes, move ? FLAG_MOVE : 0);
+}
+
+/*
+ * A program's own mappings (maps.c) are preferred, not bound: a runtime's heap can be most of a
+ * container's memory, and a bind that finds the tier's nodes full reclaims there and, failing
+ * that, calls the OOM killer on a machine with free memory elsewhere. A preference falls back to
+ * the other nodes; the quota's enforcement then brings what overflowed back in line.
+ */
+int ta_prefer_range(void *addr, size_t len, unsigned tier)
+{
+	uint64_t nodes = ta_topo.tier[tier].nodes;
+	int rc = policy_call(addr, len, MODE_PREFERRED_MANY, nodes, 0);
+	if (rc != -EINVAL || nodes == 0)
+		return rc;
+	/* Before 5.15: the tier's first node. */
+	return policy_call(addr, len, MODE_PREFERRED, nodes & -nodes, 0);
 }
 
 int ta_relax_range(void *addr, size_t len, unsigned tier, unsigned upto)
