@@ -360,8 +360,8 @@ void *ta_malloc(size_t size)
 		unsigned n = __atomic_load_n(&bin->count, __ATOMIC_RELAXED);
 		if (likely(n - 1u < bin->cap)) {
 			void *p = bin->slots[n - 1];
-			/* Every cached object still in its bin's tier? Not when a chunk was retagged
-			 * since they were checked (the slow path checks them again). */
+			/* Every cached object still in its bin's tier? Not when a chunk was
+			 * retagged since they were checked (the slow path checks them again). */
 			if (likely(tc->retag_gen ==
 				   atomic_load_explicit(&ta_retag_gen, memory_order_relaxed))) {
 				__atomic_store_n(&bin->count, (uint16_t)(n - 1), __ATOMIC_RELAXED);
@@ -450,7 +450,8 @@ void ta_free(void *p)
 					return;
 			} else if (kind == TA_PAGE_PACKED && ((uintptr_t)p & 15u) == 0) {
 				/* ta_pack_class_of less its check of the usable size, which free
-				 * does not read: the tag covers it (the slow path checks it all). */
+				 * does not read: the tag covers it (the slow path checks it all).
+				 */
 				uint64_t h = *(const ta_word *)ta_pack_hdr_of(p);
 				unsigned cls = (unsigned)(h >> 32) & 0xffu;
 				if (((ta_pack_hash(p, h) ^ h) & TA_PACK_TAG_MASK) == 0 &&
