@@ -2,7 +2,7 @@
 /*
  * The agent's parts: what it read from the BPF map (tierallocd.c), how it sums that per tier of
  * a cgroup's segment and when it raises the alarm (tally.c, pure), and the segments it finds and
- * writes (segments.c).
+ * writes (segments.c, trust.c, publish.c, lender.c, snapshot.c: segset.h says which does what).
  */
 #ifndef TA_AGENT_H
 #define TA_AGENT_H
@@ -176,7 +176,7 @@ int ta_reclaim_metrics(struct ta_reclaim *r, FILE *f);
 int ta_reclaim_status(struct ta_reclaim *r, FILE *f);
 void ta_reclaim_free(struct ta_reclaim *r);
 
-/* ---- segments.c ---- */
+/* ---- the segment set (segments.c and the files of segset.h) ---- */
 /*
  * What a rescan may cost, and what the agent keeps. The segments are their users' files, so any
  * user could otherwise make the agent (root) open and read without end, or hold a descriptor for

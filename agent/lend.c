@@ -2,12 +2,12 @@
 /*
  * The lending policy (tierallocd --lend, issue 15): from the cgroups that share a tier, their
  * shares, usage, wishes and priorities, which loans each one holds this round. Pure: the agent
- * (segments.c) gathers the figures from the segments and writes the loans back; the unit tests
+ * (lender.c) gathers the figures from the segments and writes the loans back; the unit tests
  * call it with fixtures.
  *
  * - A cgroup that wants no more than its share lends its idle part: share - used - reserve (the
  *   reserve stays free for its own growth). One that wants more lends nothing, nor does one
- *   that asked for its share back lately (holds; the agent decides when, segments.c).
+ *   that asked for its share back lately (holds; the agent decides when, lender.c).
  * - Wanting more: it was steered away from the tier lately, or holds a loan already; its wish is
  *   what it has on the tier plus what it placed below, less its share.
  * - Priority classes borrow in turn, highest first, and only from lenders of their own priority

@@ -2,7 +2,7 @@
 /*
  * The agent's metrics (tierallocd --metrics, --textfile): a minimal HTTP/1.0 responder run from
  * the agent's own loop, and the textfile for node-exporter. The text itself is the caller's
- * (segments.c formats the segments with common/prom.c).
+ * (snapshot.c formats the segments with common/prom.c).
  *
  * The responder never blocks the loop: the listening socket and every connection are
  * non-blocking and polled with the agent's other descriptors; a request is read up to the end of

@@ -355,7 +355,7 @@ static struct entry *entry_of(struct ta_reclaim *r, const char *path)
 	return e;
 }
 
-/* A segment's cgroup as the kernel gave it (segments.c checks the header against it): still that
+/* A segment's cgroup as the kernel gave it (trust.c checks the header against it): still that
  * directory (a v2 cgroup's id is its directory's inode), under the cgroup file system. */
 static bool path_is(const char *path, uint64_t cgroup_id)
 {
@@ -441,7 +441,7 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 	uint64_t steered[TA_PRESS_MAX] = { 0 };
 	for (unsigned s = 0; s < nseg; s++) {
 		/* The kernel's path and id of the cgroup the segment's processes are in
-		 * (segments.c); the operator's entry for that directory, under any spelling, is
+		 * (trust.c); the operator's entry for that directory, under any spelling, is
 		 * the one it joins, and the operator's priority stands. */
 		const struct ta_agent_cgroup *c = &r->segs[s];
 		if (!path_is(c->path, c->cgroup_id))

@@ -3,8 +3,8 @@
  * tierallocd: the privileged agent (issue 6). It loads and attaches the BPF program of
  * bpf/migrations.bpf.c, which counts the kernel's page migrations per cgroup, reason and
  * destination node, reads the counts every interval and writes them, per destination tier, into the
- * shared segment of every cgroup that has tieralloc processes (segments.c). When the kernel
- * promoted into a tier at its share, it raises the segment's alarm and wakes the processes'
+ * shared segment of every cgroup that has tieralloc processes (segments.c, publish.c). When the
+ * kernel promoted into a tier at its share, it raises the segment's alarm and wakes the processes'
  * workers, which then gate and demote at once.
  *
  *   tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] [--stats]
@@ -29,7 +29,7 @@
  *
  * With --lend it lends idle fast-tier shares (issue 15): every interval, a cgroup's share below
  * its usage less the reserve goes to cgroups that want more than theirs, by priority
- * (agent/lend.c), with an expiry the next interval renews (segments.c).
+ * (agent/lend.c), with an expiry the next interval renews (lender.c).
  *
  * With --reclaim-for-priority, every interval, a cgroup under memory pressure (PSI, memory.events,
  * refaults, or growth about to fill its parent) has its lower-priority siblings capped and

@@ -104,10 +104,11 @@ tests_unit_test_shm_fuzz_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_shm_fuzz_CFLAGS = $(unit_cflags)
 tests_unit_test_shm_fuzz_LDADD = $(unit_ldadd)
 
-# The agent's segment side (agent/tally.c, agent/segments.c, and the metrics it formats with
-# common/prom.c) needs no BPF: always built.
+# The agent's segment side (agent/tally.c, the segment set's files (agent/segset.h) and the
+# metrics they format with common/prom.c) needs no BPF: always built.
 tests_unit_test_agent_SOURCES = tests/unit/test_agent.c tests/lib/test.h tests/lib/forge.h \
-	agent/tally.c agent/segments.c agent/lend.c agent/agent.h
+	agent/tally.c agent/segments.c agent/segset.h agent/trust.c agent/publish.c \
+	agent/lender.c agent/snapshot.c agent/lend.c agent/agent.h
 tests_unit_test_agent_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/bpf -I$(top_srcdir)/agent \
 	-I$(top_srcdir)/common
 tests_unit_test_agent_CFLAGS = $(unit_cflags)
