@@ -8,7 +8,8 @@ agent_tierallocd_SOURCES = agent/tierallocd.c agent/agent.h agent/tally.c agent/
 	agent/trust.c agent/publish.c agent/lender.c agent/snapshot.c \
 	agent/lend.c agent/pressure.c agent/reclaim.c agent/lease.c agent/lease.h agent/cgstat.c agent/cgctl.c agent/cgctl.h agent/metrics.c \
 	agent/damon.c agent/protect.c agent/protect.h agent/protector.c agent/protector.h agent/status.c agent/status.h \
-	agent/steals.c agent/steals.h bpf/steals_map.h bpf/migrations.h
+	agent/steals.c agent/steals.h agent/migcount.c agent/migcount.h bpf/steals_map.h \
+	bpf/migrations.h
 nodist_agent_tierallocd_SOURCES = bpf/migrations.skel.h bpf/steals.skel.h
 agent_tierallocd_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_builddir)/bpf -I$(top_srcdir)/bpf \
 	-I$(top_srcdir)/agent -I$(top_srcdir)/common

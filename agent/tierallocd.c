@@ -71,11 +71,11 @@
 #include "base/base.h"
 #include "cgctl.h"
 #include "cgpath.h"
+#include "migcount.h"
+#include "migrations.h" /* TA_BPF_MAX_KEYS */
 #include "protector.h"
 #include "status.h"
 #include "steals.h"
-#include "migrations.skel.h"
-#include "migrations.h"
 
 static volatile sig_atomic_t stop;
 
@@ -85,9 +85,6 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
-static const char *const reason_names[TA_BPF_NREASONS] = { "promote", "demote", "mbind",
-							   "move_pages", "other" };
-
 static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list args)
 {
 	if (level == LIBBPF_WARN && getenv("TIERALLOCD_DEBUG") != NULL)
@@ -95,104 +92,6 @@ static int quiet_libbpf(enum libbpf_print_level level, const char *fmt, va_list 
 	if (level == LIBBPF_DEBUG || level == LIBBPF_INFO)
 		return 0;
 	return getenv("TIERALLOCD_DEBUG") != NULL ? vfprintf(stderr, fmt, args) : 0;
-}
-
-/* Load with the kprobe that gives exact destinations; without it if this kernel cannot attach
- * there. */
-static struct migrations_bpf *load(bool *exact, const char *btf)
-{
-	for (int attempt = 0; attempt < 2; attempt++) {
-		struct bpf_object_open_opts opts = { .sz = sizeof(opts), .btf_custom_path = btf };
-		struct migrations_bpf *skel = migrations_bpf__open_opts(&opts);
-		if (skel == NULL)
-			return NULL;
-		if (attempt == 1) {
-			bpf_program__set_autoload(skel->progs.migrate_enter, false);
-		}
-		if (migrations_bpf__load(skel) == 0 && migrations_bpf__attach(skel) == 0) {
-			*exact = attempt == 0;
-			return skel;
-		}
-		migrations_bpf__destroy(skel);
-	}
-	return NULL;
-}
-
-/* The whole map, into counts (at most TA_BPF_MAX_KEYS entries). */
-static size_t read_counts(struct migrations_bpf *skel, struct ta_agent_count *counts)
-{
-	int fd = bpf_map__fd(skel->maps.migrations);
-	struct ta_bpf_key key, next;
-	bool first = true;
-	size_t n = 0;
-	while (n < TA_BPF_MAX_KEYS && bpf_map_get_next_key(fd, first ? NULL : &key, &next) == 0) {
-		first = false;
-		key = next;
-		__u64 pages;
-		if (bpf_map_lookup_elem(fd, &key, &pages) != 0)
-			continue;
-		counts[n++] = (struct ta_agent_count){ .cgroup_id = key.cgroup_id,
-						       .node = key.node,
-						       .reason = key.reason,
-						       .flags = key.flags,
-						       .pages = pages };
-	}
-	return n;
-}
-
-static void print_counts(const struct ta_agent_count *counts, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		const struct ta_agent_count *c = &counts[i];
-		printf("cgroup=%llu reason=%s node=%d node_from=%s pages=%llu\n",
-		       (unsigned long long)c->cgroup_id,
-		       c->reason < TA_BPF_NREASONS ? reason_names[c->reason] : "?", c->node,
-		       c->flags == TA_BPF_NODE_EXACT ? "arguments" : "cpu",
-		       (unsigned long long)c->pages);
-	}
-	printf("counts %zu\n", n);
-}
-
-/* BPF's own accounting of the programs' cost (--stats, kernel.bpf_stats_enabled through
- * bpf_enable_stats while the agent runs). */
-static void print_prog_stats(struct migrations_bpf *skel)
-{
-	struct bpf_program *progs[] = { skel->progs.on_migrate_pages, skel->progs.migrate_enter };
-	for (unsigned i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
-		int fd = bpf_program__fd(progs[i]);
-		if (fd < 0)
-			continue;
-		struct bpf_prog_info info;
-		__u32 len = sizeof(info);
-		memset(&info, 0, sizeof(info));
-		if (bpf_obj_get_info_by_fd(fd, &info, &len) != 0)
-			continue;
-		printf("prog=%s runs=%llu run_time_ns=%llu ns_per_run=%llu\n",
-		       bpf_program__name(progs[i]), (unsigned long long)info.run_cnt,
-		       (unsigned long long)info.run_time_ns,
-		       (unsigned long long)(info.run_cnt ? info.run_time_ns / info.run_cnt : 0));
-	}
-}
-
-/* Cgroups whose promotions alerted during one wait (the ring buffer's callback). */
-struct alerted {
-	uint64_t ids[64];
-	size_t n;
-};
-
-static int on_alert(void *ctx, void *data, size_t size)
-{
-	struct alerted *a = ctx;
-	uint64_t id;
-	if (size < sizeof(id))
-		return 0;
-	memcpy(&id, data, sizeof(id));
-	for (size_t i = 0; i < a->n; i++)
-		if (a->ids[i] == id)
-			return 0;
-	if (a->n < sizeof(a->ids) / sizeof(a->ids[0]))
-		a->ids[a->n++] = id;
-	return 0;
 }
 
 /* Each segment kept holds a descriptor: raise the soft limit to fit the cap (and what libbpf
@@ -675,13 +574,10 @@ static int parse(int argc, char **argv, struct options *o)
 
 /* What runs while the agent is attached; cleanup() frees whatever part of it was made. */
 struct agent {
-	struct migrations_bpf *skel;
-	bool exact; /* destinations from migrate_pages()'s arguments (the kprobe attached) */
+	struct ta_migcount *migrations;
 	int stats_fd;
 	struct ta_agent_segments *segments;
 	struct ta_agent_count *counts;
-	struct ring_buffer *alerts;
-	struct alerted alerted;
 	struct ta_metrics_server *metrics;
 	struct ta_damon *damon;		/* --access damon, when DAMON could be taken */
 	struct ta_reclaim *reclaim;	/* --reclaim-for-priority, when libcgroup started */
@@ -815,8 +711,9 @@ static int load_attach(const struct options *o, struct agent *ag)
 		fprintf(stderr, "tierallocd: tracefs is not mounted and mounting it failed (%s)\n",
 			strerror(errno));
 	libbpf_set_print(quiet_libbpf);
-	ag->skel = load(&ag->exact, o->btf);
-	if (ag->skel == NULL) {
+	char warn[300];
+	ag->migrations = ta_migcount_open(o->btf, warn, sizeof(warn));
+	if (ag->migrations == NULL) {
 		fprintf(stderr,
 			"tierallocd: cannot load or attach the BPF programs (%s); "
 			"TIERALLOCD_DEBUG=1 shows libbpf's messages\n",
@@ -838,13 +735,8 @@ static int load_attach(const struct options *o, struct agent *ag)
 	struct ta_agent_limits limits = ta_agent_default_limits;
 	fit_descriptors(&limits);
 	ta_agent_segments_set_limits(ag->segments, &limits);
-	ag->alerts =
-	    ring_buffer__new(bpf_map__fd(ag->skel->maps.alerts), on_alert, &ag->alerted, NULL);
-	if (ag->alerts == NULL)
-		fprintf(stderr,
-			"tierallocd: no promotion alerts (%s): the workers learn of "
-			"promotions at each interval only\n",
-			strerror(errno));
+	if (warn[0] != '\0')
+		fprintf(stderr, "tierallocd: %s\n", warn);
 	if (o->metrics != NULL) {
 		char err[300];
 		if (ta_metrics_listen(o->metrics, o->metrics_any, &ag->metrics, err, sizeof(err)) !=
@@ -854,7 +746,8 @@ static int load_attach(const struct options *o, struct agent *ag)
 		}
 	}
 	printf("tierallocd: attached (destination nodes from %s)\n",
-	       ag->exact ? "migrate_pages() arguments" : "the migrating CPU's node");
+	       ta_migcount_exact(ag->migrations) ? "migrate_pages() arguments"
+						 : "the migrating CPU's node");
 	if (o->damon) {
 		/* Not fatal: the processes fall back to soft-dirty and say so. */
 		char err[300];
@@ -928,12 +821,12 @@ static void run(const struct options *o, struct agent *ag)
 	 * intervals. */
 	unsigned rescan_every =
 	    o->interval >= o->rescan ? 1 : (unsigned)(o->rescan / o->interval + 0.5);
-	uint32_t flags = ag->exact ? TA_SHM_AGENT_EXACT_NODES : 0;
+	uint32_t flags = ta_migcount_exact(ag->migrations) ? TA_SHM_AGENT_EXACT_NODES : 0;
 	uint32_t interval_ms = (uint32_t)(o->interval * 1000 + 0.5);
 	uint64_t last_rescan_ms = 0, last_textfile_ms = 0, last_status_ms = 0;
 	bool policies = ag->reclaim != NULL || ag->protector != NULL;
-	struct alerted *alerted = &ag->alerted;
-	int ring_fd = ag->alerts != NULL ? ring_buffer__epoll_fd(ag->alerts) : -1;
+	uint64_t alerted[64];
+	int ring_fd = ta_migcount_alerts_fd(ag->migrations);
 	for (unsigned round = 0; !stop; round++) {
 		if (round % rescan_every == 0) {
 			ta_agent_segments_rescan(ag->segments, o->print);
@@ -970,11 +863,11 @@ static void run(const struct options *o, struct agent *ag)
 						 monotonic_ms(), metrics_text, ag);
 			if (ring_fd < 0 || ready <= 0 || fds[0].revents == 0)
 				continue;
-			alerted->n = 0;
-			ring_buffer__consume(ag->alerts);
+			size_t nalerted = ta_migcount_alerts(ag->migrations, alerted,
+							     sizeof(alerted) / sizeof(alerted[0]));
 			bool unknown = false;
-			for (size_t i = 0; i < alerted->n; i++)
-				unknown |= !ta_agent_segments_has(ag->segments, alerted->ids[i]);
+			for (size_t i = 0; i < nalerted; i++)
+				unknown |= !ta_agent_segments_has(ag->segments, alerted[i]);
 			/* Promotions in a cgroup without a known segment: a container may just
 			 * have started one. Look again, at most twice a second (the cgroups
 			 * without tieralloc alert too). */
@@ -983,18 +876,18 @@ static void run(const struct options *o, struct agent *ag)
 				last_rescan_ms = monotonic_ms();
 			}
 			size_t mine = 0;
-			for (size_t i = 0; i < alerted->n; i++)
-				if (ta_agent_segments_has(ag->segments, alerted->ids[i]))
-					alerted->ids[mine++] = alerted->ids[i];
+			for (size_t i = 0; i < nalerted; i++)
+				if (ta_agent_segments_has(ag->segments, alerted[i]))
+					alerted[mine++] = alerted[i];
 			if (mine == 0)
 				continue;
-			size_t n = read_counts(ag->skel, ag->counts);
-			ta_agent_segments_publish(ag->segments, ag->counts, n, alerted->ids, mine,
-						  flags, interval_ms, o->print);
+			size_t n = ta_migcount_read(ag->migrations, ag->counts);
+			ta_agent_segments_publish(ag->segments, ag->counts, n, alerted, mine, flags,
+						  interval_ms, o->print);
 		}
 		if (stop)
 			break;
-		size_t n = read_counts(ag->skel, ag->counts);
+		size_t n = ta_migcount_read(ag->migrations, ag->counts);
 		ta_agent_segments_publish(ag->segments, ag->counts, n, NULL, 0, flags, interval_ms,
 					  o->print);
 		if (o->lend || o->reclaim) {
@@ -1036,9 +929,9 @@ static void run(const struct options *o, struct agent *ag)
 			ta_reclaim_round(ag->reclaim, ag->segments, &rc);
 		}
 		if (o->print)
-			print_counts(ag->counts, n);
+			ta_migcount_print(ag->counts, n);
 		if (o->stats)
-			print_prog_stats(ag->skel);
+			ta_migcount_print_stats(ag->migrations);
 		if (o->textfile != NULL && monotonic_ms() - last_textfile_ms >= 1000) {
 			write_textfile(o, ag);
 			last_textfile_ms = monotonic_ms();
@@ -1064,9 +957,7 @@ static void cleanup(const struct options *o, struct agent *ag)
 	ta_damon_stop(ag->damon);
 	ta_reclaim_free(ag->reclaim);
 	ta_metrics_free(ag->metrics);
-	ring_buffer__free(ag->alerts);
-	if (ag->skel != NULL)
-		migrations_bpf__destroy(ag->skel);
+	ta_migcount_close(ag->migrations);
 	if (ag->segments != NULL)
 		ta_agent_segments_free(ag->segments);
 	free(ag->counts);
@@ -1092,7 +983,7 @@ int main(int argc, char **argv)
 		sigaction(SIGINT, &sa, NULL);
 		run(&o, &ag);
 	}
-	bool attached = ag.skel != NULL;
+	bool attached = ag.migrations != NULL;
 	cleanup(&o, &ag);
 	if (rc == 0 && attached)
 		printf("tierallocd: detached, stopped\n");
