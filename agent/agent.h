@@ -153,6 +153,13 @@ struct ta_reclaim_config {
 	unsigned npriorities;
 	uint32_t priority_ceiling; /* TIERALLOC_PRIORITY counts up to this (ta_agent_priority_of) */
 };
+/* The policy's timing for rounds of interval_ms, the rest zero: pressure is a stall of 1% of the
+ * interval or 1 MiB refaulted, and holds a second (two rounds at least) after the last; ahead of
+ * it, growth of 1 MiB a round or more that would fill the parent within half a second (two rounds
+ * at least). */
+void ta_reclaim_tune(struct ta_reclaim_config *cfg, uint32_t interval_ms);
+/* How long a cap outlives the agent's last round: eight intervals, 2 s at least. */
+uint64_t ta_reclaim_expiry_ns(uint32_t interval_ms);
 struct ta_reclaim;
 struct ta_agent_segments;
 struct ta_reclaim_options {
@@ -267,6 +274,11 @@ struct ta_agent_lend_stats {
 	uint64_t yielded_now; /* bytes yielded to higher priorities at the last round */
 	uint64_t yields;      /* yield increases, bytes */
 };
+/* Lending's timing for rounds of interval_ms, the rest zero: a round's loans hold four intervals
+ * (2 s at least), so that they outlive a late round but not a dead agent; an owner that asked
+ * keeps its share 20 intervals (5 s at least) after its usage last grew, so that a burst of
+ * growth is one take-back, not one per round. */
+void ta_agent_lend_tune(struct ta_agent_lend_config *cfg, uint32_t interval_ms);
 void ta_agent_segments_lend(struct ta_agent_segments *set, const struct ta_agent_lend_config *cfg,
 			    bool verbose);
 void ta_agent_segments_lend_stats(const struct ta_agent_segments *set,

@@ -295,6 +295,15 @@ static bool lends(const struct ta_agent_segments *set, const struct segment *s)
 	return s->cg_state == CG_OK || (s->cg_state == CG_NONE && set->cg_mount[0] == '\0');
 }
 
+void ta_agent_lend_tune(struct ta_agent_lend_config *cfg, uint32_t interval_ms)
+{
+	uint64_t expiry_ms = 4ull * interval_ms > 2000 ? 4ull * interval_ms : 2000;
+	uint64_t hold_ms = 20ull * interval_ms > 5000 ? 20ull * interval_ms : 5000;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->expiry_ns = expiry_ms * 1000000ull;
+	cfg->hold_ns = hold_ms * 1000000ull;
+}
+
 void ta_agent_segments_lend(struct ta_agent_segments *set, const struct ta_agent_lend_config *cfg,
 			    bool verbose)
 {

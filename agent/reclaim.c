@@ -417,17 +417,14 @@ static void queue(struct ta_reclaim *r, struct entry *e, const struct ta_press_c
 	pthread_cond_signal(&r->wake);
 }
 
-void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
-		      const struct ta_reclaim_config *cfg)
+/* The cgroups with a priority this round, marked seen: the operator's paths first (their
+ * priority is the one kept), then the segments' cgroups, whose steered counts go to steered[]
+ * by entry. */
+static void name_priorities(struct ta_reclaim *r, struct ta_agent_segments *set,
+			    const struct ta_reclaim_config *cfg, uint64_t steered[])
 {
-	pthread_mutex_lock(&r->lock);
-	r->rounds++;
-	if (r->lease != NULL)
-		ta_lease_renew(r->lease);
-	kick(r, cfg->interval_ns);
 	for (unsigned i = 0; i < r->n; i++)
 		r->e[i].seen = false;
-	/* The operator's paths first: their priority is the one kept. */
 	for (unsigned q = 0; q < cfg->npriorities; q++) {
 		struct entry *e = entry_of(r, cfg->priorities[q].cgroup);
 		if (e != NULL && !e->seen) {
@@ -438,7 +435,6 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 	unsigned nseg = set != NULL && ta_cgctl_version() == 2
 			    ? ta_agent_segments_cgroups(set, r->segs, TA_PRESS_MAX)
 			    : 0;
-	uint64_t steered[TA_PRESS_MAX] = { 0 };
 	for (unsigned s = 0; s < nseg; s++) {
 		/* The kernel's path and id of the cgroup the segment's processes are in
 		 * (trust.c); the operator's entry for that directory, under any spelling, is
@@ -458,8 +454,13 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 			    false, 0, c->have_priority ? c->priority : 0, cfg->priority_ceiling);
 		}
 	}
-	/* Those no longer named are forgotten (but while a write to them is queued, or they are
-	 * capped: their cap is lifted first, they have no priority to be held for). */
+}
+
+/* Those no longer named are forgotten (but while a write to them is queued, or they are
+ * capped: their cap is lifted first, they have no priority to be held for). steered[] follows
+ * the entries as they close up. */
+static void forget_unnamed(struct ta_reclaim *r, uint64_t steered[])
+{
 	unsigned kept = 0;
 	for (unsigned i = 0; i < r->n; i++) {
 		struct entry *e = &r->e[i];
@@ -477,8 +478,36 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		}
 	}
 	r->n = kept;
+}
+
+/* c, the sample of e, joins the siblings sampled before it (the same parent directory,
+ * numbered by its first child, whose room is read once a round), or starts a group. */
+static void join_siblings(struct ta_reclaim *r, const struct entry *e, struct ta_press_cg *c,
+			  unsigned n, const int idx[], bool ahead)
+{
+	const char *slash = strrchr(e->path, '/');
+	size_t plen = slash != NULL ? (size_t)(slash - e->path) : 0;
+	c->group = (uint32_t)n;
+	c->room = UINT64_MAX;
+	for (unsigned j = 0; j < n; j++) {
+		const char *p = r->e[idx[j]].path;
+		const char *ps = strrchr(p, '/');
+		if (ps != NULL && (size_t)(ps - p) == plen && strncmp(p, e->path, plen) == 0) {
+			c->group = r->cg[j].group;
+			c->room = r->cg[j].room;
+			return;
+		}
+	}
+	if (ahead)
+		c->room = parent_room(e->path);
+}
+
+/* Each named cgroup's control files into r->cg, for ta_press_plan: how many were read; idx[j]
+ * is the entry r->cg[j] belongs to. A cgroup that is gone loses its cap's lease. */
+static unsigned sample(struct ta_reclaim *r, const struct ta_reclaim_config *cfg,
+		       const uint64_t steered[], int idx[])
+{
 	unsigned n = 0;
-	int idx[TA_PRESS_MAX];
 	for (unsigned i = 0; i < r->n; i++) {
 		struct entry *e = &r->e[i];
 		struct ta_press_cg *c = &r->cg[n];
@@ -511,26 +540,107 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 		c->have_prev = e->have_prev;
 		c->prev = e->prev;
 		c->calm = e->calm;
-		/* Siblings: the same parent directory, numbered by its first child. */
-		const char *slash = strrchr(e->path, '/');
-		size_t plen = slash != NULL ? (size_t)(slash - e->path) : 0;
-		c->group = (uint32_t)n;
-		c->room = UINT64_MAX;
-		bool found = false;
-		for (unsigned j = 0; j < n && !found; j++) {
-			const char *p = r->e[idx[j]].path;
-			const char *ps = strrchr(p, '/');
-			if (ps != NULL && (size_t)(ps - p) == plen &&
-			    strncmp(p, e->path, plen) == 0) {
-				c->group = r->cg[j].group;
-				c->room = r->cg[j].room; /* the same parent, read once a round */
-				found = true;
-			}
-		}
-		if (!found && cfg->ahead > 0)
-			c->room = parent_room(e->path);
+		join_siblings(r, e, c, n, idx, cfg->ahead > 0);
 		idx[n++] = (int)i;
 	}
+	return n;
+}
+
+/* What the plan says of r->cg[j]: remember its sample, and queue the cap's change or the
+ * reclaim it asks, with a line that says why. */
+static void act(struct ta_reclaim *r, const struct ta_press_config *pc, unsigned j, const int idx[])
+{
+	struct entry *e = &r->e[idx[j]];
+	struct ta_press_cg *c = &r->cg[j];
+	e->prev = c->now;
+	e->have_prev = true;
+	e->calm = c->calm;
+	if (c->why != 0)
+		e->pressured_rounds++;
+	e->why_now = c->why;
+	e->wanted = c->reclaim > 0;
+	if (c->cap_to != c->cap && c->reclaim == 0 && !e->queued && r->njobs < TA_PRESS_MAX) {
+		/* A cap rises or is lifted: the room is back in its parent. */
+		queue(r, e, c, 0);
+		char room[32] = "no limit";
+		if (c->room != UINT64_MAX)
+			snprintf(room, sizeof(room), "%.1f MiB", c->room / MiB);
+		printf("tierallocd: reclaim: %s: room in its parent (%s), no higher "
+		       "priority pressured: cap %s\n",
+		       e->path, room, c->cap_to == UINT64_MAX ? "lifted" : "raised");
+	}
+	if (c->reclaim == 0)
+		return;
+	const struct entry *hi = &r->e[idx[c->for_whom]];
+	char why[64];
+	why_text(r->cg[c->for_whom].why, why, sizeof(why));
+	r->decisions++;
+	if (!r->can_write) {
+		if (!r->said_no_reclaim)
+			printf("tierallocd: reclaim: %s is pressured, but cgroup v1 has no "
+			       "memory.reclaim: nothing is reclaimed\n",
+			       hi->path);
+		r->said_no_reclaim = true;
+		return;
+	}
+	/* Capped at or below what the plan wants already: the kernel holds it there on its own
+	 * faults. memory.reclaim on top would not heed its memory.low (the cgroup is that
+	 * reclaim's root) and, with the cap's reclaim, can take it under its floor (guest
+	 * pressure.floor on 6.12: 49M under a memory.low of 64M). */
+	if (pc->cap && c->cap != UINT64_MAX && c->cap_to == c->cap)
+		return;
+	uint64_t floor = c->now.low > c->now.min ? c->now.low : c->now.min;
+	/* One write at a time per victim: the next round asks again if it must. */
+	if (e->queued || r->njobs == TA_PRESS_MAX)
+		return;
+	char cap[48] = "";
+	if (c->cap_to != c->cap)
+		snprintf(cap, sizeof(cap), ", capped at %.1f MiB", c->cap_to / MiB);
+	printf("tierallocd: reclaim: %s (priority %u) pressured (%s) -> %s (priority %u, "
+	       "%.1f MiB, floor %.1f MiB): asking %.1f MiB%s\n",
+	       hi->path, hi->priority, why + 1, e->path, e->priority, c->now.current / MiB,
+	       floor / MiB, c->reclaim / MiB, cap);
+	queue(r, e, c, c->reclaim);
+	e->last_request_ns = ta_monotonic_ns();
+	e->last_for_priority = hi->priority;
+	if (hi != e) /* never the same, but the compiler cannot tell */
+		memcpy(e->last_for, hi->path, sizeof(e->last_for));
+	e->requests++;
+	e->requested += c->reclaim;
+}
+
+void ta_reclaim_tune(struct ta_reclaim_config *cfg, uint32_t interval_ms)
+{
+	if (interval_ms == 0)
+		interval_ms = 1;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->psi_us = interval_ms * 10ull;
+	cfg->refaults = 256;
+	cfg->hold = interval_ms >= 500 ? 2 : 1000 / interval_ms;
+	cfg->grow_min = 1ull << 20;
+	cfg->ahead = interval_ms >= 250 ? 2 : 500 / interval_ms;
+	cfg->interval_ns = interval_ms * 1000000ull;
+}
+
+uint64_t ta_reclaim_expiry_ns(uint32_t interval_ms)
+{
+	uint64_t ms = 8ull * interval_ms > 2000 ? 8ull * interval_ms : 2000;
+	return ms * 1000000ull;
+}
+
+void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
+		      const struct ta_reclaim_config *cfg)
+{
+	pthread_mutex_lock(&r->lock);
+	r->rounds++;
+	if (r->lease != NULL)
+		ta_lease_renew(r->lease);
+	kick(r, cfg->interval_ns);
+	uint64_t steered[TA_PRESS_MAX] = { 0 };
+	name_priorities(r, set, cfg, steered);
+	forget_unnamed(r, steered);
+	int idx[TA_PRESS_MAX];
+	unsigned n = sample(r, cfg, steered, idx);
 	struct ta_press_config pc = { .psi_us = cfg->psi_us,
 				      .refaults = cfg->refaults,
 				      .step = cfg->step,
@@ -539,66 +649,8 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 				      .ahead = cfg->ahead,
 				      .cap = r->lease != NULL };
 	ta_press_plan(r->cg, n, &pc);
-	for (unsigned j = 0; j < n; j++) {
-		struct entry *e = &r->e[idx[j]];
-		struct ta_press_cg *c = &r->cg[j];
-		e->prev = c->now;
-		e->have_prev = true;
-		e->calm = c->calm;
-		if (c->why != 0)
-			e->pressured_rounds++;
-		e->why_now = c->why;
-		e->wanted = c->reclaim > 0;
-		if (c->cap_to != c->cap && c->reclaim == 0 && !e->queued &&
-		    r->njobs < TA_PRESS_MAX) {
-			/* A cap rises or is lifted: the room is back in its parent. */
-			queue(r, e, c, 0);
-			char room[32] = "no limit";
-			if (c->room != UINT64_MAX)
-				snprintf(room, sizeof(room), "%.1f MiB", c->room / MiB);
-			printf("tierallocd: reclaim: %s: room in its parent (%s), no higher "
-			       "priority pressured: cap %s\n",
-			       e->path, room, c->cap_to == UINT64_MAX ? "lifted" : "raised");
-		}
-		if (c->reclaim == 0)
-			continue;
-		const struct entry *hi = &r->e[idx[c->for_whom]];
-		char why[64];
-		why_text(r->cg[c->for_whom].why, why, sizeof(why));
-		r->decisions++;
-		if (!r->can_write) {
-			if (!r->said_no_reclaim)
-				printf("tierallocd: reclaim: %s is pressured, but cgroup v1 has no "
-				       "memory.reclaim: nothing is reclaimed\n",
-				       hi->path);
-			r->said_no_reclaim = true;
-			continue;
-		}
-		/* Capped at or below what the plan wants already: the kernel holds it there on its
-		 * own faults. memory.reclaim on top would not heed its memory.low (the cgroup is
-		 * that reclaim's root) and, with the cap's reclaim, can take it under its floor
-		 * (guest pressure.floor on 6.12: 49M under a memory.low of 64M). */
-		if (pc.cap && c->cap != UINT64_MAX && c->cap_to == c->cap)
-			continue;
-		uint64_t floor = c->now.low > c->now.min ? c->now.low : c->now.min;
-		/* One write at a time per victim: the next round asks again if it must. */
-		if (e->queued || r->njobs == TA_PRESS_MAX)
-			continue;
-		char cap[48] = "";
-		if (c->cap_to != c->cap)
-			snprintf(cap, sizeof(cap), ", capped at %.1f MiB", c->cap_to / MiB);
-		printf("tierallocd: reclaim: %s (priority %u) pressured (%s) -> %s (priority %u, "
-		       "%.1f MiB, floor %.1f MiB): asking %.1f MiB%s\n",
-		       hi->path, hi->priority, why + 1, e->path, e->priority, c->now.current / MiB,
-		       floor / MiB, c->reclaim / MiB, cap);
-		queue(r, e, c, c->reclaim);
-		e->last_request_ns = ta_monotonic_ns();
-		e->last_for_priority = hi->priority;
-		if (hi != e) /* never the same, but the compiler cannot tell */
-			memcpy(e->last_for, hi->path, sizeof(e->last_for));
-		e->requests++;
-		e->requested += c->reclaim;
-	}
+	for (unsigned j = 0; j < n; j++)
+		act(r, &pc, j, idx);
 	fflush(stdout);
 	pthread_mutex_unlock(&r->lock);
 }

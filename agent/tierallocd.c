@@ -784,12 +784,10 @@ static int load_attach(const struct options *o, struct agent *ag)
 	if (o->reclaim) {
 		/* Not fatal: the rest of the agent works without it. */
 		char err[300];
-		uint64_t interval_ms = (uint64_t)(o->interval * 1000.0);
-		struct ta_reclaim_options ro = {
-			.cap = !o->reclaim_no_cap,
-			.expiry_ns = (8 * interval_ms > 2000 ? 8 * interval_ms : 2000) * 1000000ull,
-			.state_dir = o->state_dir
-		};
+		struct ta_reclaim_options ro = { .cap = !o->reclaim_no_cap,
+						 .expiry_ns = ta_reclaim_expiry_ns(
+						     (uint32_t)(o->interval * 1000.0)),
+						 .state_dir = o->state_dir };
 		ag->reclaim = ta_reclaim_new(&ro, err, sizeof(err));
 		if (ag->reclaim == NULL)
 			fprintf(stderr, "tierallocd: --reclaim-for-priority: %s; no reclaim\n",
@@ -891,41 +889,23 @@ static void run(const struct options *o, struct agent *ag)
 		ta_agent_segments_publish(ag->segments, ag->counts, n, NULL, 0, flags, interval_ms,
 					  o->print);
 		if (o->lend || o->reclaim) {
-			/* Four intervals' grace, 2 s at least: a loan outlives a late round, not a
-			 * dead agent. */
-			uint64_t expiry_ms = 4ull * interval_ms > 2000 ? 4ull * interval_ms : 2000;
-			/* An owner that asked keeps its share 20 intervals (5 s at least) after
-			 * its usage last grew: a burst of growth is not one take-back per round. */
-			uint64_t hold_ms = 20ull * interval_ms > 5000 ? 20ull * interval_ms : 5000;
-			struct ta_agent_lend_config lend = {
-				.reserve = o->lend_reserve,
-				.expiry_ns = expiry_ms * 1000000ull,
-				.hold_ns = hold_ms * 1000000ull,
-				.priorities = o->priorities,
-				.npriorities = o->npriorities,
-				.priority_ceiling = o->priority_ceiling,
-				.flags = (o->lend ? TA_LEND_IDLE : 0u) |
-					 (o->reclaim ? TA_LEND_YIELD : 0u)
-			};
+			struct ta_agent_lend_config lend;
+			ta_agent_lend_tune(&lend, interval_ms);
+			lend.reserve = o->lend_reserve;
+			lend.priorities = o->priorities;
+			lend.npriorities = o->npriorities;
+			lend.priority_ceiling = o->priority_ceiling;
+			lend.flags =
+			    (o->lend ? TA_LEND_IDLE : 0u) | (o->reclaim ? TA_LEND_YIELD : 0u);
 			ta_agent_segments_lend(ag->segments, &lend, o->print);
 		}
 		if (ag->reclaim != NULL) {
-			/* Pressure: a stall of 1% of the interval, or 1 MiB refaulted; it holds
-			 * for a second (two rounds at least) after the last. Ahead of it: growth
-			 * of 1 MiB a round or more that would fill the parent within half a
-			 * second (two rounds at least). */
-			struct ta_reclaim_config rc = {
-				.step = o->reclaim_step,
-				.psi_us = interval_ms * 10ull,
-				.refaults = 256,
-				.hold = interval_ms >= 500 ? 2 : 1000 / interval_ms,
-				.grow_min = 1ull << 20,
-				.ahead = interval_ms >= 250 ? 2 : 500 / interval_ms,
-				.interval_ns = interval_ms * 1000000ull,
-				.priorities = o->priorities,
-				.npriorities = o->npriorities,
-				.priority_ceiling = o->priority_ceiling
-			};
+			struct ta_reclaim_config rc;
+			ta_reclaim_tune(&rc, interval_ms);
+			rc.step = o->reclaim_step;
+			rc.priorities = o->priorities;
+			rc.npriorities = o->npriorities;
+			rc.priority_ceiling = o->priority_ceiling;
 			ta_reclaim_round(ag->reclaim, ag->segments, &rc);
 		}
 		if (o->print)
