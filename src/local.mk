@@ -4,6 +4,7 @@ src_libtacore_la_SOURCES = src/internal.h \
 	src/base/base.h src/base/log.c src/base/env.c src/base/topo.c src/base/pages.c \
 	src/quota/charge.h src/quota/quota.h src/quota/shm.h src/quota/cgroup.h \
 	src/quota/charge.c src/quota/quota.c src/quota/shm.c src/quota/shm_abi.c \
+	src/quota/limits.c src/quota/loan.c \
 	src/quota/cgroup.c src/quota/observe.c src/quota/startup.c \
 	src/alloc/alloc.h src/alloc/sizeclass.c src/alloc/boot.c src/alloc/backend.c \
 	src/alloc/memkind_link.c src/alloc/arena.c src/alloc/tcache.c src/alloc/lheap.c \

@@ -4,11 +4,11 @@
  * its slot and the cgroup's counters in the shared segment), of the threads' stocks of
  * pre-charged bytes, and of the choice of a tier for an allocation (charge.h).
  *
- * Order of updates: this process's counter, then the segment (tier, then slot: shm.c); a charge
- * the segment refuses is taken back from the process's counter. A forked child's heap is its
- * parent's, shared copy-on-write: the kernel counts those pages once and the parent's slot holds
- * their charge, so what the child gives back of it comes out of `inherited`, never out of the
- * segment (it would wrap the child's slot and take the parent's charge off the tier).
+ * Order of updates: this process's counter, then the segment (tier, then slot: ta_shm_charge
+ * below); a charge the segment refuses is taken back from the process's counter. A forked child's
+ * heap is its parent's, shared copy-on-write: the kernel counts those pages once and the parent's
+ * slot holds their charge, so what the child gives back of it comes out of `inherited`, never out
+ * of the segment (it would wrap the child's slot and take the parent's charge off the tier).
  */
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -302,4 +302,58 @@ void *ta_steer(int want_tier, ta_place_fn place, void *ctx, struct ta_placed *ou
 		out->how = last > 0 ? 1 : 0;
 	}
 	return p;
+}
+
+/* ---- the cgroup's counters in the segment ----
+ * Charges arrive here when a run of small objects is cut, when a thread refills or trims its
+ * stock for large objects, and when a sample of the mapped memory changed, never per small
+ * allocation. */
+
+bool ta_shm_charge(unsigned tier, uint64_t bytes, int level, bool force)
+{
+	struct ta_shm_tier *r = &ta_shm.tiers[tier];
+	/* A loan of the agent's raises high and max alike: the borrower steers into it as into
+	 * its own share, and its max is its own share's max plus what it borrows. A yield lowers
+	 * both: the cgroup steers below the tier until its enforcement has demoted what it gave. */
+	uint64_t limit = atomic_load_explicit(&r->limit[level], memory_order_relaxed);
+	uint64_t loan, yielded;
+	if (level >= TA_LIMIT_HIGH && ta_shm_lend_terms(tier, &loan, &yielded)) {
+		uint64_t lim[TA_NLIMITS];
+		for (unsigned k = 0; k < TA_NLIMITS; k++)
+			lim[k] = atomic_load_explicit(&r->limit[k], memory_order_relaxed);
+		limit = ta_shm_lend_limit(limit, loan, yielded, ta_shm_lend_floor(lim));
+	}
+	/* What the kernel sees there beyond the charges (memkind's metadata, page cache, pages it
+	 * promoted): intent plus the last observed truth. */
+	uint64_t untracked = atomic_load_explicit(&r->untracked, memory_order_relaxed);
+	uint64_t now = atomic_fetch_add(&r->charged, bytes) + bytes;
+	if ((now > limit || untracked > limit - now) && !force) {
+		atomic_fetch_sub(&r->charged, bytes);
+		if (level == TA_LIMIT_MAX)
+			atomic_fetch_add(&r->exhausted, 1);
+		return false;
+	}
+	atomic_fetch_add_explicit(&ta_shm.mine->charged[tier], bytes, memory_order_relaxed);
+	/* Under a real quota, a tier half-way to its high share or a process holding 16 MiB there:
+	 * enforcement has something to watch (enforce.c). Not sooner, so that the many short
+	 * programs of a container (shells, compilers' drivers) never start a worker thread. */
+	uint64_t high = atomic_load_explicit(&r->limit[TA_LIMIT_HIGH], memory_order_relaxed);
+	uint64_t mine = atomic_load_explicit(&ta_shm.mine->charged[tier], memory_order_relaxed);
+	if (!atomic_load_explicit(&ta_enforce_wanted, memory_order_relaxed) &&
+	    high < atomic_load_explicit(&r->capacity, memory_order_relaxed) &&
+	    (now + untracked >= high / 2 || mine >= (16ull << 20)))
+		atomic_store(&ta_enforce_wanted, true);
+	uint64_t peak = atomic_load_explicit(&r->peak, memory_order_relaxed);
+	while (now > peak && !atomic_compare_exchange_weak(&r->peak, &peak, now))
+		;
+	return true;
+}
+
+/* Slot first, tier second (and the reverse when charging): a process killed between the two
+ * leaves the tier over-charged by one batch, never below the sum of the slots, so taking back a
+ * dead slot's charges cannot wrap the tier's counter. */
+void ta_shm_uncharge(unsigned tier, uint64_t bytes)
+{
+	atomic_fetch_sub_explicit(&ta_shm.mine->charged[tier], bytes, memory_order_relaxed);
+	atomic_fetch_sub(&ta_shm.tiers[tier].charged, bytes);
 }

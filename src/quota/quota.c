@@ -6,10 +6,12 @@
  *                                                   instead of the tiers' capacity shares.
  * (TIERALLOC_ON_FULL is read where it acts, ta_opts.on_full in alloc.c.) Parsed once at start; a
  * bad value gives one warning and leaves the default in force.
+ * And the joining of the cgroup's segment at start (ta_quota_attach), with these in force.
  */
 #include <string.h>
 
 #include "base/base.h"
+#include "quota/cgroup.h"
 #include "quota/quota.h"
 #include "quota/shm.h"
 
@@ -170,4 +172,24 @@ uint32_t ta_quota_share(unsigned t)
 	if (split_set)
 		return split_ppm[t];
 	return quota_topo != NULL ? quota_topo->tier[t].share_ppm : 1000000;
+}
+
+/* Join the cgroup's shared segment, unless TIERALLOC_SHM_NAME=off. */
+void ta_quota_attach(void)
+{
+	ta_quota_init(&ta_topo, &ta_opts);
+	if (strcmp(ta_opts.shm_name, "off") == 0)
+		return;
+	struct ta_cgroup cg;
+	if (ta_cgroup_self("", &cg) != 0) {
+		memset(&cg, 0, sizeof(cg));
+		ta_format(cg.key, sizeof(cg.key), "machine");
+	}
+	char name[128];
+	ta_shm_name(&cg, &ta_topo, ta_opts.shm_name, name, sizeof(name));
+	/* The segment holds the cgroup's limits as a process of it read them within the period:
+	 * read them again only when they are older, or when this process's options change them.
+	 * Saves a process start two to four cgroup files per level of the hierarchy. */
+	if (ta_shm_attach(name, &cg, &ta_topo) == 0)
+		ta_shm_refresh_limits(ta_quota_customised());
 }

@@ -14,13 +14,21 @@
 /* The period of the cgroup's readings (one process per cgroup) and of the worker's passes. */
 #define TA_ENFORCE_PERIOD_NS (200 * 1000 * 1000ull)
 
-/* ---- shm.c: the cgroup's segment ---- */
+/* ---- quota.c: joining the cgroup's segment ---- */
 /* Join the cgroup's shared segment (unless TIERALLOC_SHM_NAME=off) after reading the quota
  * options; on failure one warning, and the process keeps its own accounting. */
 void ta_quota_attach(void);
-/* Whether this process is to write a configuration line: false when another process of its
- * cgroup wrote the same one within TA_SHM_SAID_WINDOW_S (ta_config_release's filter). */
-bool ta_quota_first_to_say(const char *line, size_t len);
+
+/* ---- shm.c: the cgroup's segment ---- */
+/* The word this process's enforcement worker sleeps on: its slot's (a shared futex, so that the
+ * cgroup's other processes and the agent can wake it), or a private one without a segment. */
+_Atomic uint32_t *ta_shm_wake_word(int *futex_flags);
+/* Wake the enforcement workers of the cgroup's other processes (their slots' futex words). */
+void ta_shm_wake_others(void);
+/* fork: the child takes a slot of its own, empty. */
+void ta_shm_fork_child(void);
+
+/* ---- limits.c: the cgroup's limits in the segment ---- */
 /* Re-read the cgroup's limits at most once a second per cgroup (now: unconditionally). Only at
  * start-up and from the enforcement pass (the worker's, or inline when TIERALLOC_ENFORCE=inline
  * asks for that): never on a program thread's allocation otherwise. */
@@ -28,17 +36,13 @@ void ta_shm_refresh_limits(bool now);
 /* No process of the cgroup re-read the limits for two periods: this one's worker should (a load
  * and a clock read; what allocation slow paths ask). */
 bool ta_shm_limits_stale(void);
-/* The word this process's enforcement worker sleeps on: its slot's (a shared futex, so that the
- * cgroup's other processes and the agent can wake it), or a private one without a segment. */
-_Atomic uint32_t *ta_shm_wake_word(int *futex_flags);
 /* Re-readings of the limits made by the calling thread (the tests check that malloc makes none). */
 unsigned ta_shm_limit_reads_here(void);
-/* Wake the enforcement workers of the cgroup's other processes (their slots' futex words). */
-void ta_shm_wake_others(void);
-/* fork: the child takes a slot of its own, empty. */
-void ta_shm_fork_child(void);
 
 /* ---- observe.c: what the enforcement pass learns of the cgroup, and tells it ---- */
+/* Whether this process is to write a configuration line: false when another process of its
+ * cgroup wrote the same one within TA_SHM_SAID_WINDOW_S (ta_config_release's filter). */
+bool ta_quota_first_to_say(const char *line, size_t len);
 /* What the planner works from (enforce/enforce.c, ta_enforce_plan). */
 struct ta_enforce_in {
 	unsigned ntiers;

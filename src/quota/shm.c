@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The per-cgroup shared segment (layout: include/tieralloc/shm_abi.h): create or attach,
- * validate, claim this process's slot, charge and uncharge the cgroup's per-tier counters, take
- * back the charges of processes that died, and refresh the limits from the cgroup's files.
- * Charges arrive here when a run of small objects is cut and when a thread refills or trims its
- * stock for large objects, never per small allocation.
+ * The per-cgroup shared segment (layout: include/tieralloc/shm_abi.h), its mechanics: create or
+ * attach, validate, claim this process's slot, take back the slots (and charges) of processes
+ * that died, watch for truncation, and the access records. What is kept in it lives with its
+ * concern: the charges in charge.c, the limits in limits.c, the agent's loans in loan.c.
  * Anything wrong with the segment costs one warning and leaves the process on local accounting.
  */
 #include <fcntl.h>
@@ -25,16 +24,8 @@
 
 struct ta_shm ta_shm;
 
-#define ATTACH_WAIT_NS	  (1000 * 1000 * 1000ull) /* for a live creator to finish filling */
-#define LIMITS_REFRESH_NS (1000 * 1000 * 1000ull)
-#define CHECK_NS	  (200 * 1000 * 1000ull) /* how often a process looks at its mapping */
-
-static uint64_t now_ns(clockid_t clock)
-{
-	struct timespec ts;
-	clock_gettime(clock, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#define ATTACH_WAIT_NS (1000 * 1000 * 1000ull) /* for a live creator to finish filling */
+#define CHECK_NS       (200 * 1000 * 1000ull)  /* how often a process looks at its mapping */
 
 /* The tiers are part of the name: quotas only mean something between processes that agree on
  * what tier 0 is, and a process started with other TIERALLOC_TIERS must not be refused. */
@@ -327,7 +318,7 @@ static int attach_existing(const char *path, const char *name, const struct ta_c
 	/* The creator may still be filling it in. It holds the file's lock meanwhile: a free
 	 * lock on an unfinished file means that it died (killed between creating the file and
 	 * marking it ready), and whoever takes the lock makes the segment in its place. */
-	uint64_t deadline = now_ns(CLOCK_MONOTONIC) + ATTACH_WAIT_NS;
+	uint64_t deadline = ta_monotonic_ns() + ATTACH_WAIT_NS;
 	while (rc == 0 && fstat(fd, &st) == 0 && unfinished(fd, &st)) {
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
 			if (fstat(fd, &st) == 0 && unfinished(fd, &st)) {
@@ -347,7 +338,7 @@ static int attach_existing(const char *path, const char *name, const struct ta_c
 			flock(fd, LOCK_UN);
 			continue;
 		}
-		if (now_ns(CLOCK_MONOTONIC) > deadline) {
+		if (ta_monotonic_ns() > deadline) {
 			*why = "its creator never finished it";
 			rc = -ETIMEDOUT;
 			break;
@@ -540,7 +531,7 @@ unsigned ta_shm_reclaim_dead(struct ta_shm *shm)
 	if (atomic_exchange(&shm->reclaiming, true))
 		return 0;
 	unsigned taken = 0;
-	uint64_t now = now_ns(CLOCK_MONOTONIC);
+	uint64_t now = ta_monotonic_ns();
 	atomic_store(&shm->reclaimed_ns, now);
 	for (unsigned i = 0; i < shm->nslots; i++) {
 		struct ta_shm_slot *s = slot_at(shm, i);
@@ -693,7 +684,7 @@ bool ta_shm_check(bool now)
 	static _Atomic uint64_t last;
 	if (!atomic_load_explicit(&ta_shm.active, memory_order_acquire))
 		return false;
-	uint64_t t = now_ns(CLOCK_MONOTONIC), l = atomic_load_explicit(&last, memory_order_relaxed);
+	uint64_t t = ta_monotonic_ns(), l = atomic_load_explicit(&last, memory_order_relaxed);
 	if (!now && (t - l < CHECK_NS || !atomic_compare_exchange_strong(&last, &l, t)))
 		return true;
 	/* Truncated: the kernel cannot resolve the segment's last word (EFAULT, no signal). */
@@ -715,95 +706,6 @@ bool ta_shm_check(bool now)
 	return true;
 }
 
-static bool lend_terms_at(const struct ta_shm_lend *lend, unsigned t, uint64_t now_ns,
-			  uint64_t *loan, uint64_t *yielded)
-{
-	*loan = *yielded = 0;
-	if (lend == NULL || t >= TA_SHM_MAX_TIERS)
-		return false;
-	struct ta_shm_lend *l = (struct ta_shm_lend *)lend;
-	if (now_ns >= atomic_load_explicit(&l->expires_ns, memory_order_acquire))
-		return false;
-	*loan = atomic_load_explicit(&l->tier[t].loan, memory_order_relaxed);
-	*yielded = atomic_load_explicit(&l->tier[t].yielded, memory_order_relaxed);
-	return *loan != 0 || *yielded != 0;
-}
-
-bool ta_shm_lend_terms(unsigned t, uint64_t *loan, uint64_t *yielded)
-{
-	*loan = *yielded = 0;
-	if (!atomic_load_explicit(&ta_shm.active, memory_order_acquire) || ta_shm.lend == NULL)
-		return false;
-	/* Only a few loads when no agent ever lent: no clock read on that path. */
-	if (atomic_load_explicit(&ta_shm.lend->expires_ns, memory_order_relaxed) == 0)
-		return false;
-	return lend_terms_at(ta_shm.lend, t, now_ns(CLOCK_MONOTONIC), loan, yielded);
-}
-
-uint64_t ta_shm_lend_limit(uint64_t limit, uint64_t loan, uint64_t yielded, uint64_t floor)
-{
-	uint64_t raised = limit > UINT64_MAX - loan ? UINT64_MAX : limit + loan;
-	/* The segment is its owner's to write: whatever it says, a yield stops at the floor. */
-	if (raised <= floor)
-		return raised;
-	return raised - floor > yielded ? raised - yielded : floor;
-}
-
-uint64_t ta_shm_lend_floor(const uint64_t limit[TA_NLIMITS])
-{
-	return limit[TA_LIMIT_LOW] > limit[TA_LIMIT_MIN] ? limit[TA_LIMIT_LOW]
-							 : limit[TA_LIMIT_MIN];
-}
-
-bool ta_shm_charge(unsigned tier, uint64_t bytes, int level, bool force)
-{
-	struct ta_shm_tier *r = &ta_shm.tiers[tier];
-	/* A loan of the agent's raises high and max alike: the borrower steers into it as into
-	 * its own share, and its max is its own share's max plus what it borrows. A yield lowers
-	 * both: the cgroup steers below the tier until its enforcement has demoted what it gave. */
-	uint64_t limit = atomic_load_explicit(&r->limit[level], memory_order_relaxed);
-	uint64_t loan, yielded;
-	if (level >= TA_LIMIT_HIGH && ta_shm_lend_terms(tier, &loan, &yielded)) {
-		uint64_t lim[TA_NLIMITS];
-		for (unsigned k = 0; k < TA_NLIMITS; k++)
-			lim[k] = atomic_load_explicit(&r->limit[k], memory_order_relaxed);
-		limit = ta_shm_lend_limit(limit, loan, yielded, ta_shm_lend_floor(lim));
-	}
-	/* What the kernel sees there beyond the charges (memkind's metadata, page cache, pages it
-	 * promoted): intent plus the last observed truth. */
-	uint64_t untracked = atomic_load_explicit(&r->untracked, memory_order_relaxed);
-	uint64_t now = atomic_fetch_add(&r->charged, bytes) + bytes;
-	if ((now > limit || untracked > limit - now) && !force) {
-		atomic_fetch_sub(&r->charged, bytes);
-		if (level == TA_LIMIT_MAX)
-			atomic_fetch_add(&r->exhausted, 1);
-		return false;
-	}
-	atomic_fetch_add_explicit(&ta_shm.mine->charged[tier], bytes, memory_order_relaxed);
-	/* Under a real quota, a tier half-way to its high share or a process holding 16 MiB there:
-	 * enforcement has something to watch (enforce.c). Not sooner, so that the many short
-	 * programs of a container (shells, compilers' drivers) never start a worker thread. */
-	uint64_t high = atomic_load_explicit(&r->limit[TA_LIMIT_HIGH], memory_order_relaxed);
-	uint64_t mine = atomic_load_explicit(&ta_shm.mine->charged[tier], memory_order_relaxed);
-	if (!atomic_load_explicit(&ta_enforce_wanted, memory_order_relaxed) &&
-	    high < atomic_load_explicit(&r->capacity, memory_order_relaxed) &&
-	    (now + untracked >= high / 2 || mine >= (16ull << 20)))
-		atomic_store(&ta_enforce_wanted, true);
-	uint64_t peak = atomic_load_explicit(&r->peak, memory_order_relaxed);
-	while (now > peak && !atomic_compare_exchange_weak(&r->peak, &peak, now))
-		;
-	return true;
-}
-
-/* Slot first, tier second (and the reverse when charging): a process killed between the two
- * leaves the tier over-charged by one batch, never below the sum of the slots, so taking back a
- * dead slot's charges cannot wrap the tier's counter. */
-void ta_shm_uncharge(unsigned tier, uint64_t bytes)
-{
-	atomic_fetch_sub_explicit(&ta_shm.mine->charged[tier], bytes, memory_order_relaxed);
-	atomic_fetch_sub(&ta_shm.tiers[tier].charged, bytes);
-}
-
 static _Atomic uint32_t private_word;
 
 _Atomic uint32_t *ta_shm_wake_word(int *futex_flags)
@@ -814,73 +716,6 @@ _Atomic uint32_t *ta_shm_wake_word(int *futex_flags)
 	}
 	*futex_flags = FUTEX_PRIVATE_FLAG;
 	return &private_word;
-}
-
-static __thread unsigned limit_reads_here;
-
-unsigned ta_shm_limit_reads_here(void)
-{
-	return limit_reads_here;
-}
-
-bool ta_shm_limits_stale(void)
-{
-	uint64_t last = atomic_load_explicit(&ta_shm.hdr->limits_read_ns, memory_order_relaxed);
-	return now_ns(CLOCK_MONOTONIC) - last >= 2 * LIMITS_REFRESH_NS;
-}
-
-void ta_shm_refresh_limits(bool now)
-{
-	if (!ta_shm_check(now))
-		return;
-	struct ta_shm_header *h = ta_shm.hdr;
-	uint64_t t_now = now_ns(CLOCK_MONOTONIC);
-	uint64_t last = atomic_load_explicit(&h->limits_read_ns, memory_order_relaxed);
-	if (!now && t_now - last < LIMITS_REFRESH_NS)
-		return;
-	/* One process of the cgroup re-reads per period. */
-	if (!now && !atomic_compare_exchange_strong(&h->limits_read_ns, &last, t_now))
-		return;
-	atomic_store(&h->limits_read_ns, t_now);
-	limit_reads_here++;
-	/* Processes that exited leave their slot to be taken back by a peer: no exit-time detach,
-	 * which would race with the process's other threads still charging. Not again right
-	 * after attaching (start-up reads the limits at once): a look costs a /proc read per
-	 * live process of the container. */
-	if (t_now - atomic_load(&ta_shm.reclaimed_ns) >= LIMITS_REFRESH_NS)
-		ta_shm_reclaim_dead(&ta_shm);
-	uint64_t cg[TA_NLIMITS];
-	if (ta_cgroup_read_limits("", &ta_shm.cg, cg) != 0) {
-		for (unsigned k = 0; k < TA_NLIMITS; k++)
-			cg[k] = k <= TA_LIMIT_LOW ? 0 : TA_SHM_UNLIMITED;
-	}
-	bool changed = false;
-	for (unsigned t = 0; t < ta_ntiers; t++) {
-		struct ta_shm_tier *r = &ta_shm.tiers[t];
-		uint64_t cap = atomic_load(&r->capacity), v[TA_NLIMITS];
-		for (unsigned k = 0; k < TA_NLIMITS; k++) {
-			if (!ta_quota_override(t, k, &v[k]))
-				v[k] = ta_cgroup_split(cg[k], ta_quota_share(t));
-			/* No limit anywhere means the tier's capacity. */
-			if (k >= TA_LIMIT_HIGH && v[k] > cap)
-				v[k] = cap;
-		}
-		/* Steering tries high first: a high above max (memory.high is "max" by default)
-		 * would let the max pass unchecked. */
-		if (v[TA_LIMIT_HIGH] > v[TA_LIMIT_MAX])
-			v[TA_LIMIT_HIGH] = v[TA_LIMIT_MAX];
-		for (unsigned k = 0; k < TA_NLIMITS; k++)
-			if (atomic_exchange(&r->limit[k], v[k]) != v[k])
-				changed = true;
-		atomic_store(&r->share_ppm, ta_quota_share(t));
-	}
-	if (changed) {
-		atomic_fetch_add(&h->generation, 1);
-		ta_log(
-		    TA_LOG_DEBUG, "limits: at %llu ms tier 0 high %llu KiB (changed)",
-		    (unsigned long long)(t_now / 1000000u),
-		    (unsigned long long)(atomic_load(&ta_shm.tiers[0].limit[TA_LIMIT_HIGH]) >> 10));
-	}
 }
 
 /* fork: the child takes a slot of its own, empty: the heap it shares with its parent
@@ -900,26 +735,6 @@ void ta_shm_fork_child(void)
 		       ta_shm.name);
 		return;
 	}
-}
-
-/* Join the cgroup's shared segment, unless TIERALLOC_SHM_NAME=off. */
-void ta_quota_attach(void)
-{
-	ta_quota_init(&ta_topo, &ta_opts);
-	if (strcmp(ta_opts.shm_name, "off") == 0)
-		return;
-	struct ta_cgroup cg;
-	if (ta_cgroup_self("", &cg) != 0) {
-		memset(&cg, 0, sizeof(cg));
-		ta_format(cg.key, sizeof(cg.key), "machine");
-	}
-	char name[128];
-	ta_shm_name(&cg, &ta_topo, ta_opts.shm_name, name, sizeof(name));
-	/* The segment holds the cgroup's limits as a process of it read them within the period:
-	 * read them again only when they are older, or when this process's options change them.
-	 * Saves a process start two to four cgroup files per level of the hierarchy. */
-	if (ta_shm_attach(name, &cg, &ta_topo) == 0)
-		ta_shm_refresh_limits(ta_quota_customised());
 }
 
 void ta_shm_publish_heat(const uint64_t hot[], const uint64_t cold[], unsigned n)

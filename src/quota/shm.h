@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The per-cgroup shared segment (shm.c) and the per-tier quota configuration (quota.c): the
+ * The per-cgroup shared segment (shm.c, with its loans: loan.c, and charges: charge.c) and the
+ * per-tier quota configuration (quota.c): the
  * quota layer's own (and the tools' that read segments), never the allocator's.
  */
 #ifndef TA_SHM_H
@@ -60,6 +61,21 @@ int ta_shm_access_field(const struct ta_shm *shm, unsigned tier, const char *fie
 struct ta_shm_access *ta_shm_access_block(const struct ta_shm_header *h, size_t size);
 /* The lending block of a validated header, or NULL (before minor 5, or out of bounds). */
 struct ta_shm_lend *ta_shm_lend_block(const struct ta_shm_header *h, size_t size);
+/* "/tieralloc-v1-<cgroup key>-t<tiers fingerprint>", or the override. */
+void ta_shm_name(const struct ta_cgroup *cg, const struct ta_topology *topo, const char *override,
+		 char *buf, size_t n);
+/* Create or attach, claim a slot. On failure: one warning, ta_shm stays inactive. */
+int ta_shm_attach(const char *name, const struct ta_cgroup *cg, const struct ta_topology *topo);
+/* Take back the charges of slots whose process is gone, and of slots that a reclaimer left
+ * marked for more than 2 s; repair tier counters that no process could hold (a wrapped or
+ * forged charge). Returns how many slots were taken back. */
+unsigned ta_shm_reclaim_dead(struct ta_shm *shm);
+/* Is the segment still as it was validated (not truncated, header fields unchanged, our slot
+ * ours)? If not, give it up: one warning, local accounting, the mapping replaced by private
+ * memory. At most every 200 ms unless now. Returns whether the process still uses it. */
+bool ta_shm_check(bool now);
+
+/* ---- loan.c: the agent's loans and yields ---- */
 /* The lending round's terms for tier t of this process's segment now: the loan and what the
  * cgroup yielded (minor 6); both 0 without a segment or block, or once expired. Whether either
  * is not 0. */
@@ -69,22 +85,11 @@ bool ta_shm_lend_terms(unsigned t, uint64_t *loan, uint64_t *yielded);
 uint64_t ta_shm_lend_limit(uint64_t limit, uint64_t loan, uint64_t yielded, uint64_t floor);
 /* The floor a yield stops at: the larger of the tier's low and min. */
 uint64_t ta_shm_lend_floor(const uint64_t limit[TA_NLIMITS]);
-/* "/tieralloc-v1-<cgroup key>-t<tiers fingerprint>", or the override. */
-void ta_shm_name(const struct ta_cgroup *cg, const struct ta_topology *topo, const char *override,
-		 char *buf, size_t n);
-/* Create or attach, claim a slot. On failure: one warning, ta_shm stays inactive. */
-int ta_shm_attach(const char *name, const struct ta_cgroup *cg, const struct ta_topology *topo);
+
+/* ---- charge.c: the cgroup's counters ---- */
 /* Charge the cgroup's tier against its limit of this level (TA_LIMIT_HIGH or TA_LIMIT_MAX). */
 bool ta_shm_charge(unsigned tier, uint64_t bytes, int level, bool force);
 void ta_shm_uncharge(unsigned tier, uint64_t bytes);
-/* Take back the charges of slots whose process is gone, and of slots that a reclaimer left
- * marked for more than 2 s; repair tier counters that no process could hold (a wrapped or
- * forged charge). Returns how many slots were taken back. */
-unsigned ta_shm_reclaim_dead(struct ta_shm *shm);
-/* Is the segment still as it was validated (not truncated, header fields unchanged, our slot
- * ours)? If not, give it up: one warning, local accounting, the mapping replaced by private
- * memory. At most every 200 ms unless now. Returns whether the process still uses it. */
-bool ta_shm_check(bool now);
 
 /* ---- quota.c: TIERALLOC_TIER_LIMITS, TIERALLOC_SPLIT ---- */
 int ta_quota_init(const struct ta_topology *topo, struct ta_options *opts);
