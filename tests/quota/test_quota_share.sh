@@ -43,10 +43,7 @@ run_share()
 	local batch=$1 name=share-$1
 	local s
 	s=$(seg "$name")
-	# TIERALLOC_MAPS=0: the hog keeps its bookkeeping in mmap'd pages so that its charges are
-	# its blocks alone; the worker would charge those pages too (docs/runtimes.md, step 2), by
-	# force, past the exact bounds checked here, which are malloc's.
-	local -a env=(TIERALLOC_TIERS="0;0" TIERALLOC_SHM_NAME="$s" TIERALLOC_MAPS=0
+	local -a env=(TIERALLOC_TIERS="0;0" TIERALLOC_SHM_NAME="$s"
 		TIERALLOC_TIER_LIMITS="0.high=8M;0.max=8M;1.high=1G;1.max=1G")
 	[[ $batch == default ]] || env+=(TIERALLOC_CHARGE_BATCH="$batch")
 	local bytes=262144
