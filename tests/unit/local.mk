@@ -5,10 +5,10 @@ unit_tests = \
 	tests/unit/test_env tests/unit/test_topo tests/unit/test_sizeclass tests/unit/test_tcache tests/unit/test_boot \
 	tests/unit/test_api tests/unit/test_steering tests/unit/test_cgroup tests/unit/test_enforce \
 	tests/unit/test_agent tests/unit/test_shm tests/unit/test_shm_fuzz tests/unit/test_backend \
-	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_said tests/unit/test_locks tests/unit/test_decay tests/unit/test_maps tests/unit/test_stress \
+	tests/unit/test_keep tests/unit/test_lheap tests/unit/test_startup tests/unit/test_limits tests/unit/test_say_once tests/unit/test_locks tests/unit/test_decay tests/unit/test_maps tests/unit/test_stress \
 	tests/unit/test_access tests/unit/test_access_agent tests/unit/test_pack tests/unit/test_check \
 	tests/unit/test_heatfile \
-	tests/unit/test_damon tests/unit/test_lend tests/unit/test_press tests/unit/test_protect \
+	tests/unit/test_damon tests/unit/test_lend tests/unit/test_pressure_plan tests/unit/test_protect \
 	tests/unit/test_policies tests/unit/test_common
 check_PROGRAMS += $(unit_tests)
 TESTS += $(unit_tests)
@@ -64,10 +64,10 @@ tests_unit_test_limits_SOURCES = tests/unit/test_limits.c tests/lib/test.h
 tests_unit_test_limits_CPPFLAGS = $(unit_cppflags)
 tests_unit_test_limits_CFLAGS = $(unit_cflags)
 tests_unit_test_limits_LDADD = $(unit_ldadd)
-tests_unit_test_said_SOURCES = tests/unit/test_said.c tests/lib/test.h
-tests_unit_test_said_CPPFLAGS = $(unit_cppflags)
-tests_unit_test_said_CFLAGS = $(unit_cflags)
-tests_unit_test_said_LDADD = $(unit_ldadd)
+tests_unit_test_say_once_SOURCES = tests/unit/test_say_once.c tests/lib/test.h
+tests_unit_test_say_once_CPPFLAGS = $(unit_cppflags)
+tests_unit_test_say_once_CFLAGS = $(unit_cflags)
+tests_unit_test_say_once_LDADD = $(unit_ldadd)
 
 tests_unit_test_locks_SOURCES = tests/unit/test_locks.c tests/lib/test.h
 tests_unit_test_locks_CPPFLAGS = $(unit_cppflags)
@@ -159,11 +159,11 @@ tests_unit_test_lend_SOURCES = tests/unit/test_lend.c tests/lib/test.h agent/len
 tests_unit_test_lend_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
 tests_unit_test_lend_CFLAGS = $(unit_cflags)
 tests_unit_test_lend_LDADD = $(unit_ldadd)
-tests_unit_test_press_SOURCES = tests/unit/test_press.c tests/lib/test.h agent/pressure.c \
+tests_unit_test_pressure_plan_SOURCES = tests/unit/test_pressure_plan.c tests/lib/test.h agent/pressure.c \
 	agent/cgstat.c agent/agent.h agent/cgctl.h
-tests_unit_test_press_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
-tests_unit_test_press_CFLAGS = $(unit_cflags)
-tests_unit_test_press_LDADD = $(unit_ldadd)
+tests_unit_test_pressure_plan_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
+tests_unit_test_pressure_plan_CFLAGS = $(unit_cflags)
+tests_unit_test_pressure_plan_LDADD = $(unit_ldadd)
 
 # Policy 2's decision (agent/protect.c, pure: tierallocd --protect).
 tests_unit_test_protect_SOURCES = tests/unit/test_protect.c tests/lib/test.h agent/protect.c \
