@@ -373,8 +373,8 @@ int ta_metrics_timeout_ms(const struct ta_metrics_server *srv, uint64_t now_ms);
 void ta_metrics_serve(struct ta_metrics_server *srv, const struct pollfd *fds, unsigned n,
 		      uint64_t now_ms, ta_metrics_body *body, void *ctx);
 void ta_metrics_free(struct ta_metrics_server *srv);
-/* Write the text to PATH.tmp and rename it to PATH: readers see the old or the new file whole.
- * 0, or -1 with errno. */
+/* Write the text to PATH.tmp and rename it to PATH: readers see the old or the new file whole,
+ * mode 0644 whatever the umask. 0, or -1 with errno. */
 int ta_metrics_textfile(const char *path, ta_metrics_body *body, void *ctx);
 
 #endif /* TA_AGENT_H */

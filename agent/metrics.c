@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -368,7 +369,10 @@ int ta_metrics_textfile(const char *path, ta_metrics_body *body, void *ctx)
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return -1;
-	FILE *f = fdopen(fd, "w");
+	/* 0644 whatever the umask (the systemd unit's UMask=0077 would make it 0600): its
+	 * readers, tieralloc-stat for the status file and node_exporter for --textfile, run as
+	 * other users. */
+	FILE *f = fchmod(fd, 0644) == 0 ? fdopen(fd, "w") : NULL;
 	if (f == NULL) {
 		close(fd);
 		unlink(tmp);

@@ -22,7 +22,8 @@ dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q 'install ok instal
 # man-db to render the manual pages with warnings on (tests/man/); prometheus for promtool and a
 # server that scrapes the agent (its service is not started: the tests run their own);
 # packages: debhelper, dpkg-dev and devscripts build the .debs from debian/ (tests/pkg/), fakeroot
-# for debian/rules binary; systemd's systemd-analyze rates the agent's unit (tests/tools/);
+# for debian/rules binary; systemd's systemd-analyze rates the agent's unit and
+# systemd-container's systemd-nspawn boots systemd to run the agent under it (tests/tools/);
 # containers (tests/containers/): podman with runc (crun 1.8 refuses hosts with cgroup v1 and a
 # v2 hierarchy that has controllers), python3-yaml for the Kubernetes manifests' check;
 # gnuplot-nox for tieralloc-plot (tests/tools/test_plot.sh, the guest tests' pictures)
@@ -31,7 +32,7 @@ apt-get install -y -q --no-install-recommends \
 	libmemkind-dev libnuma-dev numactl libjemalloc-dev libjemalloc2 \
 	clang bpftool libbpf-dev libcgroup-dev \
 	git sqlite3 perl python3 g++ clang-format gdb ca-certificates groff-base man-db \
-	debhelper dpkg-dev devscripts fakeroot systemd prometheus gnuplot-nox \
+	debhelper dpkg-dev devscripts fakeroot systemd systemd-container prometheus gnuplot-nox \
 	podman runc python3-yaml
 # kubectl for the manifests' client-side dry run: Debian's kubernetes-client, unless a kubectl
 # is installed already (another package's /usr/bin/kubectl would make dpkg refuse it)

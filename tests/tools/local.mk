@@ -18,6 +18,14 @@ AM_TESTS_ENVIRONMENT += \
 # it at most 5.0 (test_unit_security.sh; TA_TEST_UNITDIR, set above, is empty without the agent).
 EXTRA_DIST += tests/tools/test_unit_security.sh
 TESTS += tests/tools/test_unit_security.sh
+# The agent run under that unit (test_unit_run.sh): systemd booted in a systemd-nspawn container
+# of the host's root, the built agent started, checked (running, its lock and status file, its
+# read-only mounts, nothing refused in the journal) and stopped. Root and systemd-nspawn:
+# skipped without them, failed under CI=true. Not in a sanitized build (not the shipped agent).
+EXTRA_DIST += tests/tools/test_unit_run.sh
+if !SANITIZED
+TESTS += tests/tools/test_unit_run.sh
+endif
 # tieralloc-run (test_run.sh): exit statuses, death by a signal, usage errors, the summary. Not in
 # a sanitized build: its preload cannot be loaded into the uninstrumented programs it runs.
 EXTRA_DIST += tests/tools/test_run.sh

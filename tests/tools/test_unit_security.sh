@@ -7,9 +7,9 @@
 #   with the unit alone and with each drop-in its comments name ("a drop-in with KEY=VALUE");
 #   each kernel one with one of those drop-ins. Static: the unit's settings are read and
 #   applied as systemd.exec(5) describes them (ProtectSystem=, ProtectHome=, PrivateTmp=,
-#   PrivateDevices=, ProtectKernelTunables=, ProtectControlGroups=, ReadWritePaths= and the
-#   like, RuntimeDirectory= and the like; the most specific path wins). The agent is not run
-#   under the unit: that needs a running systemd (the output says what this host has);
+#   PrivateDevices=, ProtectKernelTunables=, ProtectControlGroups=, MountAPIVFS=, ReadWritePaths=
+#   and the like, RuntimeDirectory= and the like; the most specific path wins). The agent is run
+#   under the unit by test_unit_run.sh, in a booted systemd container;
 # - parses cleanly (systemd-analyze verify, on a copy that starts the built agent);
 # - is hardened: systemd-analyze security --offline rates its exposure at most 5.0
 #   (agent/tierallocd.service.in says what each setting keeps and why).
@@ -93,6 +93,16 @@ verdict()
 	if [[ $(on "${one[ProtectControlGroups]:-no}") == yes ]]; then
 		rules+=("/sys/fs/cgroup ro ProtectControlGroups=yes")
 	fi
+	# Either implies MountAPIVFS=yes (unless set), and systemd then leaves /run as it is, writable:
+	# ProtectSystem=strict does not reach it (systemd 252, seen by test_unit_run.sh).
+	local apivfs=${one[MountAPIVFS]:-}
+	if [[ -z $apivfs && ($(on "${one[ProtectKernelTunables]:-no}") == yes ||
+		$(on "${one[ProtectControlGroups]:-no}") == yes) ]]; then
+		apivfs=yes
+	fi
+	if [[ $(on "${apivfs:-no}") == yes ]]; then
+		rules+=("/run rw MountAPIVFS=yes (ProtectKernelTunables= or ProtectControlGroups= imply it) leaves /run writable")
+	fi
 	for p in ${list[ReadOnlyPaths]:-}; do rules+=("${p#[-+]} ro ReadOnlyPaths=$p"); done
 	for p in ${list[ReadWritePaths]:-}; do
 		local path=${p#[-+]}
@@ -154,8 +164,8 @@ state=$(systemctl is-system-running 2>/dev/null) || true
 if [[ -z $state ]] && ! command -v systemctl >/dev/null; then
 	state="no systemctl"
 fi
-echo "systemd on this host: ${state:-unknown} (systemctl is-system-running); the agent is not run" \
-	"under the unit here: this is a static check of the unit's settings against its directories"
+echo "systemd on this host: ${state:-unknown} (systemctl is-system-running); this is a static" \
+	"check of the unit's settings against its directories (test_unit_run.sh runs the agent under it)"
 
 bad=0
 for d in "${own[@]}"; do
