@@ -10,7 +10,8 @@
  * One process measures one cell, so that no allocator state (cached memory, glibc's dynamic mmap
  * threshold, jemalloc's arenas) carries over from another cell; bench/run-bench.sh runs the
  * cells, repeats them and takes medians. jemalloc is measured by running this program with
- * LD_PRELOAD=libjemalloc.so.2 and --alloc jemalloc: the loop then calls the very same malloc/free
+ * LD_PRELOAD=libjemalloc.so.2 and --alloc jemalloc (mimalloc and tcmalloc alike, with
+ * libmimalloc.so.2 and libtcmalloc_minimal.so.4): the loop then calls the very same malloc/free
  * as the glibc run, and this program checks which library really serves them. tieralloc and
  * memkind runs must have no preload: tieralloc's large objects and memkind itself would not care,
  * but a pass-through tieralloc would then measure jemalloc.
@@ -49,10 +50,26 @@
 #define MAX_THREADS  64
 #define MAX_SEGMENTS 32
 
-enum alloc_id { A_GLIBC, A_JEMALLOC, A_TIERALLOC, A_MEMKIND, A_MEMKIND_DETECT, A_COUNT };
+enum alloc_id {
+	A_GLIBC,
+	A_JEMALLOC,
+	A_TIERALLOC,
+	A_MEMKIND,
+	A_MEMKIND_DETECT,
+	A_MIMALLOC,
+	A_TCMALLOC,
+	A_COUNT
+};
 
-static const char *const alloc_name[A_COUNT] = { "glibc", "jemalloc", "tieralloc", "memkind",
-						 "memkind-detect" };
+static const char *const alloc_name[A_COUNT] = { "glibc",   "jemalloc",	      "tieralloc",
+						 "memkind", "memkind-detect", "mimalloc",
+						 "tcmalloc" };
+
+/* The preloaded peers: their name as it appears in the path of the library serving malloc. */
+static bool preloaded(enum alloc_id a)
+{
+	return a == A_JEMALLOC || a == A_MIMALLOC || a == A_TCMALLOC;
+}
 
 struct band {
 	const char *name;
@@ -223,6 +240,8 @@ static void churn(enum alloc_id a, void **ring, const uint32_t *seq, uint64_t fr
 	switch (a) {
 	case A_GLIBC:
 	case A_JEMALLOC:
+	case A_MIMALLOC:
+	case A_TCMALLOC:
 		churn_libc(ring, seq, from, n);
 		break;
 	case A_TIERALLOC:
@@ -345,9 +364,13 @@ static void check_identity(enum alloc_id a)
 			die("glibc run, but malloc comes from %s (unset LD_PRELOAD)", lib);
 		break;
 	case A_JEMALLOC:
-		if (strstr(lib, "jemalloc") == NULL)
-			die("jemalloc run, but malloc comes from %s (preload libjemalloc.so.2)",
-			    lib);
+	case A_MIMALLOC:
+	case A_TCMALLOC:
+		if (strstr(lib, alloc_name[a]) == NULL)
+			die("%s run, but malloc comes from %s (preload lib%s)", alloc_name[a], lib,
+			    a == A_JEMALLOC   ? "jemalloc.so.2"
+			    : a == A_MIMALLOC ? "mimalloc.so.2"
+					      : "tcmalloc_minimal.so.4");
 		break;
 	case A_TIERALLOC: {
 		uint32_t pass = 1;
@@ -567,8 +590,9 @@ static int smoke(enum alloc_id a)
 {
 	const unsigned ring = 64;
 	int failed = 0;
-	if (a == A_JEMALLOC && strstr(malloc_provider(), "jemalloc") == NULL) {
-		fprintf(stderr, "smoke: jemalloc: malloc comes from %s\n", malloc_provider());
+	if (preloaded(a) && strstr(malloc_provider(), alloc_name[a]) == NULL) {
+		fprintf(stderr, "smoke: %s: malloc comes from %s\n", alloc_name[a],
+			malloc_provider());
 		return 1;
 	}
 	if (a == A_MEMKIND || a == A_MEMKIND_DETECT) {
@@ -613,10 +637,28 @@ static void info(void)
 	size_t len = sizeof(jv);
 	if (mallctl == NULL || mallctl("version", &jv, &len, NULL, 0) != 0)
 		jv = "-";
+	/* The other peers, when preloaded: mi_version() is 209 for 2.0.9, tc_version a string. */
+	char mv[32] = "-";
+	int (*mi_version)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "mi_version");
+	if (mi_version != NULL) {
+		int v = mi_version();
+		snprintf(mv, sizeof(mv), "%d.%d.%d", v / 100, v / 10 % 10, v % 10);
+	}
+	const char *tv = "-";
+	const char *(*tc_version)(int *, int *, const char **) =
+	    (const char *(*)(int *, int *, const char **))dlsym(RTLD_DEFAULT, "tc_version");
+	if (tc_version != NULL) {
+		int major, minor;
+		const char *patch;
+		tv = tc_version(&major, &minor, &patch);
+		const char *sp = tv != NULL ? strrchr(tv, ' ') : NULL; /* "gperftools 2.10" */
+		tv = sp != NULL ? sp + 1 : tv != NULL ? tv : "?";
+	}
 	int mk = memkind_get_version();
-	printf("malloc=%s glibc=%s jemalloc=%s memkind=%d.%d.%d tieralloc=%s sanitizer=%s\n",
-	       malloc_provider(), gnu_get_libc_version(), jv, mk / 1000000, mk / 1000 % 1000,
-	       mk % 1000, tieralloc_version(),
+	printf("malloc=%s glibc=%s jemalloc=%s mimalloc=%s tcmalloc=%s memkind=%d.%d.%d "
+	       "tieralloc=%s sanitizer=%s\n",
+	       malloc_provider(), gnu_get_libc_version(), jv, mv, tv, mk / 1000000,
+	       mk / 1000 % 1000, mk % 1000, tieralloc_version(),
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 	       "yes"
 #else
@@ -632,8 +674,9 @@ static void usage(FILE *f)
 	    "                    [--warmup N] [--ring N]\n"
 	    "       bench-malloc --smoke [--alloc A]...\n"
 	    "       bench-malloc --info\n"
-	    "A: glibc jemalloc tieralloc memkind memkind-detect\n"
-	    "   (jemalloc: run with LD_PRELOAD=libjemalloc.so.2, the others without a preload)\n"
+	    "A: glibc jemalloc mimalloc tcmalloc tieralloc memkind memkind-detect\n"
+	    "   (jemalloc, mimalloc, tcmalloc: run with LD_PRELOAD=libjemalloc.so.2,\n"
+	    "   libmimalloc.so.2, libtcmalloc_minimal.so.4; the others without a preload)\n"
 	    "B: small (16-512 B), medium (1-64 KiB), large (1 MiB)\n"
 	    "--ops: timed steps per thread, cut into --segments (default 20) timed separately.\n"
 	    "Prints one line; ns= is the fastest segment's wall time per step per thread,\n"

@@ -3,20 +3,24 @@
 #
 # Driver of `make bench`: runs bench-malloc once per (repetition, band, threads, allocator), each
 # in a fresh process, and prints the median ns per free+malloc pair of every cell with the
-# tieralloc/jemalloc and memkind/jemalloc ratios, all measured in this run. Repetitions are
+# ratios of tieralloc to jemalloc, mimalloc and tcmalloc (and memkind/jemalloc), all measured in
+# this run. Repetitions are
 # interleaved (every allocator once, then again) and the allocator order rotates, so that a
 # neighbour's burst on this shared machine hits all columns alike instead of one. Each run
 # times its steps in 20 segments (a few milliseconds each) and reports the fastest (--stat best,
 # the default: the segment least disturbed by other processes), or the median or mean segment.
 #
-# Allocators: glibc and jemalloc run the same malloc/free calls, jemalloc through
-# LD_PRELOAD=libjemalloc.so.2 (bench-malloc refuses to run if that is not what serves malloc);
+# Allocators: glibc and the peers run the same malloc/free calls, the peers through LD_PRELOAD
+# (jemalloc: libjemalloc.so.2, mimalloc: libmimalloc.so.2, tcmalloc: gperftools'
+# libtcmalloc_minimal.so.4; bench-malloc refuses to run if that is not what serves malloc);
 # tieralloc and memkind run without any preload, in the default configuration (TIERALLOC_*
-# variables are removed from the environment).
+# variables are removed from the environment). A peer that is not installed reads "missing".
 #
 # Usage: run-bench.sh [--bin PATH] [--reps N] [--ops-scale F] [--stat best|median|mean]
 #                     [--bands "small medium large"] [--threads "1 2"]
-# Environment: BENCH_REPS (default 5), BENCH_JEMALLOC (path of libjemalloc.so.2).
+# Environment: BENCH_REPS (default 5); BENCH_JEMALLOC, BENCH_MIMALLOC, BENCH_TCMALLOC (paths of
+# the peers' libraries, found by ldconfig otherwise); BENCH_ALLOCS (the columns to run, default
+# all: jemalloc mimalloc tcmalloc glibc memkind memkind-detect tieralloc tieralloc-local).
 # Exit: 0 when every run succeeded, 1 otherwise (failed cells print as "fail"). A failed run
 # is retried once: on this shared machine a concurrent rebuild may briefly remove the library.
 
@@ -31,7 +35,7 @@ bands="small medium large"
 threads_list="1 2"
 # tieralloc-local: the same allocator with its per-cgroup quota segment turned off
 # (TIERALLOC_SHM_NAME=off): the difference is what charging the shared quota costs.
-allocs="jemalloc glibc memkind memkind-detect tieralloc tieralloc-local"
+allocs=${BENCH_ALLOCS:-jemalloc mimalloc tcmalloc glibc memkind memkind-detect tieralloc tieralloc-local}
 
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -41,7 +45,7 @@ while [ $# -gt 0 ]; do
 	--stat) stat=$2; shift 2 ;;
 	--bands) bands=$2; shift 2 ;;
 	--threads) threads_list=$2; shift 2 ;;
-	-h|--help) sed -n 's/^# \{0,1\}//; 4,23p' "$0"; exit 0 ;;
+	-h|--help) sed -n 's/^# \{0,1\}//; 4,27p' "$0"; exit 0 ;;
 	*) echo "run-bench.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -64,22 +68,40 @@ for v in $(env | sed -n 's/^\(TIERALLOC_[A-Za-z0-9_]*\)=.*/\1/p'); do
 done
 unset LD_PRELOAD
 
-# jemalloc: an explicit path, else the dynamic linker's cache, else the usual places.
-je=${BENCH_JEMALLOC:-}
-if [ -z "$je" ]; then
-	je=$( (/sbin/ldconfig -p 2>/dev/null || ldconfig -p 2>/dev/null) |
-		sed -n 's/.*libjemalloc\.so\.2 (.*x86-64.*) => //p; s/.*libjemalloc\.so\.2 ([^)]*) => //p' |
-		head -n 1)
-fi
-if [ -z "$je" ]; then
-	for f in /usr/lib/*/libjemalloc.so.2 /usr/lib/libjemalloc.so.2 /usr/local/lib/libjemalloc.so.2; do
-		[ -e "$f" ] && je=$f && break
-	done
-fi
-if [ -z "$je" ] || [ ! -e "$je" ]; then
-	echo "run-bench.sh: libjemalloc.so.2 not found (set BENCH_JEMALLOC); jemalloc column is n/a" >&2
-	je=
-fi
+# A preloaded peer's library: an explicit path, else the dynamic linker's cache, else the usual
+# places; empty when not installed.
+find_lib() { # SONAME EXPLICIT_PATH
+	l=$2
+	if [ -z "$l" ]; then
+		l=$( (/sbin/ldconfig -p 2>/dev/null || ldconfig -p 2>/dev/null) |
+			awk -v so="$1" '$1 == so && /x86-64/ {print $NF; exit}')
+	fi
+	if [ -z "$l" ]; then
+		for f in /usr/lib/*/"$1" /lib/*/"$1" /usr/lib/"$1" /usr/local/lib/"$1"; do
+			[ -e "$f" ] && l=$f && break
+		done
+	fi
+	[ -n "$l" ] && [ -e "$l" ] && echo "$l"
+}
+je=$(find_lib libjemalloc.so.2 "${BENCH_JEMALLOC:-}")
+mi=$(find_lib libmimalloc.so.2 "${BENCH_MIMALLOC:-}")
+tc=$(find_lib libtcmalloc_minimal.so.4 "${BENCH_TCMALLOC:-}")
+missing=
+lib_of() { # peer -> its library, empty for the allocators that need no preload
+	case $1 in jemalloc) echo "$je" ;; mimalloc) echo "$mi" ;; tcmalloc) echo "$tc" ;; esac
+}
+for p in jemalloc mimalloc tcmalloc; do
+	case " $allocs " in *" $p "*) ;; *) continue ;; esac
+	if [ -z "$(lib_of $p)" ]; then
+		case $p in
+		jemalloc) pkg="libjemalloc2, or set BENCH_JEMALLOC" ;;
+		mimalloc) pkg="libmimalloc2.0, or set BENCH_MIMALLOC" ;;
+		tcmalloc) pkg="libtcmalloc-minimal4, or set BENCH_TCMALLOC" ;;
+		esac
+		echo "run-bench.sh: $p is not installed ($pkg; tests/install-deps.sh installs it): its column reads \"missing\"" >&2
+		missing="$missing $p"
+	fi
+done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tieralloc-bench.XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT INT TERM
@@ -92,9 +114,14 @@ ops_for() { # steps of a band (bench-malloc's defaults), times --ops-scale
 }
 
 attempt() { # alloc band threads ops -> stdout of bench-malloc, its exit status
-	if [ "$1" = jemalloc ]; then
-		LD_PRELOAD=$je "$bin" --alloc "$1" --band "$2" --threads "$3" --ops "$4" 2>"$tmp/err"
-	elif [ "$1" = tieralloc-local ]; then
+	case $1 in
+	jemalloc | mimalloc | tcmalloc)
+		LD_PRELOAD=$(lib_of "$1") "$bin" --alloc "$1" --band "$2" --threads "$3" --ops "$4" \
+			2>"$tmp/err"
+		return
+		;;
+	esac
+	if [ "$1" = tieralloc-local ]; then
 		TIERALLOC_SHM_NAME=off "$bin" --alloc tieralloc --band "$2" --threads "$3" --ops "$4" \
 			2>"$tmp/err"
 	else
@@ -104,9 +131,7 @@ attempt() { # alloc band threads ops -> stdout of bench-malloc, its exit status
 
 run_one() { # alloc band threads -> appends "band threads alloc ns" or "... fail"
 	a=$1 b=$2 t=$3
-	if [ "$a" = jemalloc ] && [ -z "$je" ]; then
-		return 0
-	fi
+	case " $missing " in *" $a "*) return 0 ;; esac
 	ops=$(ops_for "$b")
 	for try in 1 2; do
 		out=$(attempt "$a" "$b" "$t" "$ops")
@@ -136,11 +161,17 @@ else
 	echo "command: $0 $args  (BENCH_REPS=$reps)"
 fi
 versions=$("$bin" --info | sed 's/^malloc=[^ ]* //')
-if [ -n "$je" ]; then
-	jv=$(LD_PRELOAD=$je "$bin" --info | sed -n 's/.* jemalloc=\([^ ]*\) .*/\1/p')
-	versions=$(printf '%s\n' "$versions" | sed "s|jemalloc=[^ ]*|jemalloc=$jv ($je)|")
-fi
+for p in jemalloc mimalloc tcmalloc; do
+	l=$(lib_of $p)
+	if [ -n "$l" ]; then
+		v=$(LD_PRELOAD=$l "$bin" --info | sed -n "s/.* $p=\([^ ]*\) .*/\1/p")
+		versions=$(printf '%s\n' "$versions" | sed "s|$p=[^ ]*|$p=$v ($l)|")
+	else
+		versions=$(printf '%s\n' "$versions" | sed "s|$p=[^ ]*|$p=missing|")
+	fi
+done
 echo "versions: $versions"
+[ -z "$missing" ] || echo "missing peers (not installed, not measured):$missing"
 echo "workload: ring of 256 live slots per thread, random slot replaced each step (free, malloc,"
 echo "          write first byte); sizes uniform: small 16-512 B, medium 1-64 KiB, large 1 MiB;"
 echo "          steps per thread: small $(ops_for small), medium $(ops_for medium)," \
@@ -170,7 +201,7 @@ while [ $r -lt "$reps" ]; do
 done
 
 # Medians and spreads per cell, then the table.
-awk -v bands="$bands" -v threads="$threads_list" -v allocs="$allocs" '
+awk -v bands="$bands" -v threads="$threads_list" -v allocs="$allocs" -v missing="$missing" '
 function median(list,    n, v, i, j, tmp) {
 	n = split(list, v, " ")
 	for (i = 2; i <= n; i++) {
@@ -198,34 +229,42 @@ function ratio(a, b) { return (a == "" || b == "" || b == 0) ? "n/a" : sprintf("
 	else { vals[key] = vals[key] " " $4; oncpu[$2] = oncpu[$2] " " $5 }
 }
 END {
-	na = split(allocs, A, " "); nb = split(bands, B, " "); nt = split(threads, T, " ")
-	hdr = sprintf("%-7s %-8s %9s %9s %9s %16s %10s %10s %19s %17s %12s", "band", "threads",
-		"jemalloc", "glibc", "memkind", "memkind(detect)", "tieralloc", "ta(local)",
-		"tieralloc/jemalloc", "memkind/jemalloc", "quota cost")
-	print hdr
+	na = split("jemalloc mimalloc tcmalloc glibc memkind memkind-detect tieralloc tieralloc-local", A, " ")
+	nb = split(bands, B, " "); nt = split(threads, T, " ")
+	for (k = 1; k <= na; k++) {
+		run[A[k]] = index(" " allocs " ", " " A[k] " ") > 0
+		miss[A[k]] = index(" " missing " ", " " A[k] " ") > 0
+	}
+	fmt_hdr = "%-7s %-7s %8s %8s %8s %7s %7s %15s %9s %9s %7s %7s %7s %7s %7s\n"
+	printf(fmt_hdr, "band", "threads", "jemalloc", "mimalloc", "tcmalloc", "glibc", "memkind",
+		"memkind(detect)", "tieralloc", "ta(local)", "ta/je", "ta/mi", "ta/tc", "mk/je",
+		"quota")
 	for (i = 1; i <= nb; i++) for (j = 1; j <= nt; j++) {
 		for (k = 1; k <= na; k++) {
 			key = B[i] " " T[j] " " A[k]
-			m[A[k]] = (key in failed) ? "" : median(vals[key])
-			cell[A[k]] = (key in failed) ? "fail" : fmt(m[A[k]])
+			m[A[k]] = (key in failed || !run[A[k]]) ? "" : median(vals[key])
+			cell[A[k]] = miss[A[k]] ? "missing" : !run[A[k]] ? "-" : (key in failed) ? "fail" : fmt(m[A[k]])
 		}
-		printf("%-7s %-8s %9s %9s %9s %16s %10s %10s %19s %17s %12s\n", B[i], T[j],
-			cell["jemalloc"], cell["glibc"], cell["memkind"], cell["memkind-detect"],
-			cell["tieralloc"], cell["tieralloc-local"],
-			ratio(m["tieralloc"], m["jemalloc"]), ratio(m["memkind"], m["jemalloc"]),
-			ratio(m["tieralloc"], m["tieralloc-local"]))
+		printf(fmt_hdr, B[i], T[j], cell["jemalloc"], cell["mimalloc"], cell["tcmalloc"],
+			cell["glibc"], cell["memkind"], cell["memkind-detect"], cell["tieralloc"],
+			cell["tieralloc-local"], ratio(m["tieralloc"], m["jemalloc"]),
+			ratio(m["tieralloc"], m["mimalloc"]), ratio(m["tieralloc"], m["tcmalloc"]),
+			ratio(m["memkind"], m["jemalloc"]), ratio(m["tieralloc"], m["tieralloc-local"]))
 	}
+	print "(ns per pair per thread, median of the runs; ta/je, ta/mi, ta/tc: tieralloc over jemalloc,"
+	print "mimalloc, tcmalloc; mk/je: memkind over jemalloc; quota: tieralloc over ta(local))"
 	print ""
 	print "spread of the runs, (max - min) / median, in percent:"
-	printf("%-7s %-8s %9s %9s %9s %16s %10s\n", "band", "threads", "jemalloc", "glibc",
-		"memkind", "memkind(detect)", "tieralloc")
+	fmt_sp = "%-7s %-7s %8s %8s %8s %7s %7s %15s %9s %9s\n"
+	printf(fmt_sp, "band", "threads", "jemalloc", "mimalloc", "tcmalloc", "glibc", "memkind",
+		"memkind(detect)", "tieralloc", "ta(local)")
 	for (i = 1; i <= nb; i++) for (j = 1; j <= nt; j++) {
 		for (k = 1; k <= na; k++) {
 			s = spread(vals[B[i] " " T[j] " " A[k]])
 			sp[A[k]] = s == "" ? "n/a" : sprintf("%.0f", s)
 		}
-		printf("%-7s %-8s %9s %9s %9s %16s %10s\n", B[i], T[j], sp["jemalloc"], sp["glibc"],
-			sp["memkind"], sp["memkind-detect"], sp["tieralloc"])
+		printf(fmt_sp, B[i], T[j], sp["jemalloc"], sp["mimalloc"], sp["tcmalloc"], sp["glibc"],
+			sp["memkind"], sp["memkind-detect"], sp["tieralloc"], sp["tieralloc-local"])
 	}
 	line = ""
 	for (j = 1; j <= nt; j++)

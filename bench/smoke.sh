@@ -4,8 +4,8 @@
 # Smoke test of the benchmark (the only part of bench/ that `make check` runs): with a few steps
 # per size band and thread count, every allocator the benchmark compares must hand out aligned,
 # writable memory that keeps its contents until freed. No timing is checked. glibc, tieralloc
-# and memkind run without any preload; jemalloc, when libjemalloc.so.2 is installed, runs under
-# LD_PRELOAD (skipped in sanitizer builds, whose runtime must come first).
+# and memkind run without any preload; jemalloc, mimalloc and tcmalloc, each when installed, run
+# under LD_PRELOAD (skipped in sanitizer builds, whose runtime must come first).
 # Exit: 0 pass, 1 fail, 77 skip (benchmark not built), 99 hard error.
 
 set -u
@@ -29,25 +29,31 @@ case $rc in
 *) echo "smoke: $bin --smoke exited $rc" >&2; exit 99 ;;
 esac
 
-je=${BENCH_JEMALLOC:-}
-if [ -z "$je" ]; then
-	for f in /usr/lib/*/libjemalloc.so.2 /lib/*/libjemalloc.so.2 /usr/lib/libjemalloc.so.2 \
-		/usr/local/lib/libjemalloc.so.2; do
-		[ -e "$f" ] && je=$f && break
-	done
-fi
-if [ -z "$je" ]; then
-	echo "smoke: libjemalloc.so.2 not installed; jemalloc not checked"
-	exit 0
-fi
 if "$bin" --info | grep -q 'sanitizer=yes'; then
-	echo "smoke: sanitizer build; jemalloc not checked"
+	echo "smoke: sanitizer build; the preloaded peers not checked"
 	exit 0
 fi
-LD_PRELOAD=$je "$bin" --smoke --alloc jemalloc
-rc=$?
-case $rc in
-0) exit 0 ;;
-1) exit 1 ;;
-*) echo "smoke: $bin --smoke --alloc jemalloc exited $rc" >&2; exit 99 ;;
-esac
+# The preloaded peers, each when installed (BENCH_JEMALLOC, BENCH_MIMALLOC, BENCH_TCMALLOC: paths).
+status=0
+for peer in jemalloc:libjemalloc.so.2:${BENCH_JEMALLOC:-} mimalloc:libmimalloc.so.2:${BENCH_MIMALLOC:-} \
+	tcmalloc:libtcmalloc_minimal.so.4:${BENCH_TCMALLOC:-}; do
+	name=${peer%%:*} rest=${peer#*:}
+	so=${rest%%:*} lib=${rest#*:}
+	if [ -z "$lib" ]; then
+		for f in /usr/lib/*/"$so" /lib/*/"$so" /usr/lib/"$so" /usr/local/lib/"$so"; do
+			[ -e "$f" ] && lib=$f && break
+		done
+	fi
+	if [ -z "$lib" ]; then
+		echo "smoke: $so not installed; $name not checked"
+		continue
+	fi
+	LD_PRELOAD=$lib "$bin" --smoke --alloc "$name"
+	rc=$?
+	case $rc in
+	0) ;;
+	1) status=1 ;;
+	*) echo "smoke: $bin --smoke --alloc $name exited $rc" >&2; exit 99 ;;
+	esac
+done
+exit $status

@@ -15,7 +15,8 @@ apt-get update -q
 had_prometheus=no
 dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q 'install ok installed' &&
 	had_prometheus=yes
-# build: toolchain, autotools, memkind and libnuma; peers for bench/: jemalloc
+# build: toolchain, autotools, memkind and libnuma; peers for bench/ (preloaded, run-bench.sh):
+# jemalloc, mimalloc (libmimalloc2.0) and gperftools' tcmalloc (libtcmalloc-minimal4)
 # the agent (bpf/): clang for the BPF program, bpftool for vmlinux.h and the skeleton, libbpf;
 # libcgroup for its reads and writes of other cgroups' control files (agent/cgctl.c)
 # tests: the real programs the integration tests run, clang-format for the style check, groff and
@@ -30,6 +31,7 @@ dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q 'install ok instal
 apt-get install -y -q --no-install-recommends \
 	build-essential autoconf automake libtool pkg-config \
 	libmemkind-dev libnuma-dev numactl libjemalloc-dev libjemalloc2 \
+	libmimalloc2.0 libtcmalloc-minimal4 \
 	clang bpftool libbpf-dev libcgroup-dev \
 	git sqlite3 perl python3 g++ clang-format gdb ca-certificates groff-base man-db \
 	debhelper dpkg-dev devscripts fakeroot systemd systemd-container prometheus gnuplot-nox \
