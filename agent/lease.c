@@ -38,6 +38,9 @@ struct entry {
 	char path[PATH_MAX];
 	uint64_t ino;
 	_Atomic uint64_t original, written, renewed_ns;
+	/* What the file held when the last hold was taken: the agent holds a value before it
+	 * writes it, so one that died between the two left this in the file. */
+	_Atomic uint64_t before;
 };
 
 struct ta_lease {
@@ -62,10 +65,11 @@ static void state_path(const struct ta_lease *l, uint64_t ino, char *buf, size_t
 	snprintf(buf, len, "%s/%s-%" PRIu64, l->state_dir, l->prefix, ino);
 }
 
-/* Writes original back to dir/file if dir is still inode ino and the file holds written.
+/* Writes original back to dir/file if dir is still inode ino and the file holds written (or
+ * before, the value the agent held written over and may have died before replacing).
  * 1 when written back, 0 when left as it is, -1 on an error. */
 static int restore(const char *dir, const char *file, uint64_t ino, uint64_t original,
-		   uint64_t written)
+		   uint64_t written, uint64_t before)
 {
 	struct stat st;
 	if (stat(dir, &st) != 0 || (uint64_t)st.st_ino != ino)
@@ -81,7 +85,7 @@ static int restore(const char *dir, const char *file, uint64_t ino, uint64_t ori
 	int rc = 0;
 	if (n > 0) {
 		buf[n] = '\0';
-		if (ta_cgstat_value(buf, &cur) == 0 && cur == written) {
+		if (ta_cgstat_value(buf, &cur) == 0 && (cur == written || cur == before)) {
 			value_text(original, buf, sizeof(buf));
 			rc = pwrite(fd, buf, strlen(buf), 0) == (ssize_t)strlen(buf) ? 1 : -1;
 		}
@@ -132,7 +136,7 @@ static void restore_states(const struct ta_lease *l)
 			/* Only root writes the state directory, and restore() checks the
 			 * directory's inode. The path comes last: it may hold spaces. */
 			if (sscanf(rec, "%llu %llu %4095[^\n]", &orig, &written, dir) == 3 &&
-			    restore(dir, l->file, ino, orig, written) == 1)
+			    restore(dir, l->file, ino, orig, written, written) == 1)
 				say("tierallocd", dir, l->file, written, orig);
 		}
 		unlink(sp);
@@ -195,7 +199,7 @@ static void keeper(struct ta_lease *l, int rd)
 				continue;
 			}
 			uint64_t w = atomic_load(&e->written), o = atomic_load(&e->original);
-			if (restore(e->path, l->file, e->ino, o, w) == 1)
+			if (restore(e->path, l->file, e->ino, o, w, atomic_load(&e->before)) == 1)
 				say("tierallocd-cap: lease expired", e->path, l->file, w, o);
 			forget(l, e);
 		}
@@ -280,6 +284,9 @@ int ta_lease_hold(struct ta_lease *l, const char *cgroup, uint64_t original, uin
 		snprintf(e->path, sizeof(e->path), "%s", cgroup);
 		e->ino = (uint64_t)st.st_ino;
 		atomic_store(&e->original, original);
+		atomic_store(&e->before, original);
+	} else {
+		atomic_store(&e->before, atomic_load(&e->written));
 	}
 	atomic_store(&e->written, written);
 	atomic_store(&e->renewed_ns, ta_monotonic_ns());
@@ -324,7 +331,7 @@ void ta_lease_stop(struct ta_lease *l)
 		if (!atomic_load(&e->used))
 			continue;
 		uint64_t w = atomic_load(&e->written), o = atomic_load(&e->original);
-		if (restore(e->path, l->file, e->ino, o, w) == 1)
+		if (restore(e->path, l->file, e->ino, o, w, atomic_load(&e->before)) == 1)
 			say("tierallocd: stopped", e->path, l->file, w, o);
 		forget(l, e);
 	}

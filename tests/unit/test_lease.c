@@ -115,6 +115,11 @@ static void agent(bool stops, uint64_t expiry_ns)
 				_exit(3);
 			put(cg[i], v);
 		}
+		/* Dying, the agent takes a lower cap's lease on cg[0] and dies before writing it
+		 * (a descent of memory.high: guest pressure.cap_lease): the file holds the cap
+		 * before, which the keeper restores too. */
+		if (!stops && ta_lease_hold(l, cg[0], orig[0], 50) != 0)
+			_exit(6);
 		ta_lease_renew(l);
 		if (!ta_lease_held(l, cg[1]))
 			_exit(4);
