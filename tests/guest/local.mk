@@ -22,7 +22,8 @@ EXTRA_DIST += tests/guest/suite.sh tests/guest/lib.sh tests/guest/quota.sh tests
 	tests/guest/plots.sh \
 	tests/guest/hotness.sh tests/guest/access_agent.sh tests/guest/lending.sh \
 	tests/guest/agent.sh tests/guest/footprint.sh tests/guest/sources.sh tests/guest/pressure.sh \
-	tests/guest/protect.sh tests/guest/protect_lib.sh tests/guest/forged.sh
+	tests/guest/protect.sh tests/guest/protect_lib.sh tests/guest/forged.sh \
+	tests/guest/runtimes.sh
 
 # The agent goes into the guest when it was built (its test says SKIP otherwise).
 if HAVE_BPF
@@ -33,6 +34,8 @@ GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
 # The guest kernel: 6.1 (Debian 12's default), 6.12 (Debian 12's linux-image-6.12-amd64), or a
 # linux-image-* package name (tests/vm/README.md); `make check-guest GUEST_KERNEL=6.12`.
 GUEST_KERNEL = 6.1
+# Then the runtimes' fairness (runtimes.sh, issue 30) in a guest of its own: it needs node 0 to
+# be a third of memory (--node-mem 1G,2G), and node (/usr/bin/node, when the host has it).
 # The guest's output is kept in tests/guest/suite-KERNEL.out; the recordings in it
 # (quota.fairness, enforce.converge.small: record_emit in lib.sh) are drawn into
 # tests/guest/NAME-KERNEL.png next to it (plots.sh). The status is the guest's, or 1 when a
@@ -75,6 +78,15 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		$(abs_top_srcdir)/tests/guest/suite.sh $(abs_top_builddir) $(abs_top_srcdir); \
 		echo $$? >tests/guest/suite-$(GUEST_KERNEL).rc; } | tee tests/guest/suite-$(GUEST_KERNEL).out; \
 	rc=$$(cat tests/guest/suite-$(GUEST_KERNEL).rc); \
+	{ $(GUEST_RUN) --kernel $(GUEST_KERNEL) --timeout 2400 --node-mem 1G,2G \
+		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
+		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
+		--include $(abs_top_builddir)/tests/quota/shm_peek $(if $(wildcard /usr/bin/node),--include /usr/bin/node) \
+		--include $(abs_top_srcdir)/tests/guest/lib.sh \
+		--include $(abs_top_srcdir)/tests/guest/runtimes.sh -- \
+		$(abs_top_srcdir)/tests/guest/runtimes.sh $(abs_top_builddir) $(abs_top_srcdir) || \
+		echo "FAIL runtimes: guest exit status $$?"; } | tee -a tests/guest/suite-$(GUEST_KERNEL).out; \
+	grep -q '^FAIL runtimes' tests/guest/suite-$(GUEST_KERNEL).out && rc=1; \
 	$(SHELL) $(top_srcdir)/tests/guest/plots.sh tests/guest/suite-$(GUEST_KERNEL).out tests/guest \
 		-$(GUEST_KERNEL) tools/tieralloc-plot || { [ "$$rc" != 0 ] || rc=1; }; \
 	exit $$rc
