@@ -12,7 +12,7 @@ src_libtacore_la_SOURCES = src/internal.h \
 	src/alloc/check.c \
 	src/enforce/enforce.h src/enforce/enforce.c src/enforce/cold.c src/enforce/demote.c \
 	src/enforce/gate.c src/enforce/worker.c src/enforce/access.c src/enforce/exchange.c \
-	src/enforce/heatfile.h src/enforce/heatfile.c \
+	src/enforce/fill.c src/enforce/heatfile.h src/enforce/heatfile.c \
 	src/api/api.h src/api/init.c src/api/api.c src/api/stats.c src/api/summary.c src/api/maps.c
 # No builtins: gcc would turn our own malloc+memset into a call to calloc.
 src_libtacore_la_CFLAGS = $(AM_CFLAGS) $(MEMKIND_CFLAGS) -fvisibility=hidden \

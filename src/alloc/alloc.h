@@ -561,7 +561,7 @@ void ta_large_fork_parent(void);
 void ta_large_fork_child(void);
 
 /* A range the enforcement pass may demote or bind. */
-enum ta_range_kind { TA_RANGE_CHUNK, TA_RANGE_LARGE };
+enum ta_range_kind { TA_RANGE_CHUNK, TA_RANGE_LARGE, TA_RANGE_MAPPED };
 struct ta_cold_range {
 	void *addr;
 	size_t len;	 /* bytes the range spans */
@@ -691,6 +691,10 @@ int ta_demote_range(void *addr, size_t len, unsigned tier);
 int ta_bind_range(void *addr, size_t len, unsigned tier, bool move);
 int ta_relax_range(void *addr, size_t len, unsigned tier, unsigned upto);
 int ta_prefer_range(void *addr, size_t len, unsigned tier);
+/* Move up to max bytes of [addr, addr+len)'s pages resident on from_nodes to to_nodes, policy
+ * unchanged (a program's own mapping keeps its preference); the bytes moved. */
+uint64_t ta_move_resident(uintptr_t addr, size_t len, uint64_t from_nodes, uint64_t to_nodes,
+			  uint64_t max);
 /* A freed large object's range goes back to its home tier's policy, its pages dropped. */
 void ta_restore_range(void *addr, size_t len, unsigned home);
 /* Resident pages of [addr, addr+len) per node (bytes added to per_node[node]); the pages found. */
@@ -742,8 +746,37 @@ bool ta_maps_sample(bool wait);
 extern _Atomic bool ta_maps_placing;
 extern _Atomic unsigned ta_maps_place_tier;
 extern _Atomic uint64_t ta_maps_rebinds;
+/* The room the last pick asked of a tier: what the program grew by between two samples, 8 MiB
+ * at least (filling leaves as much, enforce/fill.c). */
+extern _Atomic uint64_t ta_maps_pick_margin;
 /* Under the lock, after recording [start, end): bind it to the pick. */
 void ta_maps_place_locked(uintptr_t start, uintptr_t end);
+/*
+ * Windows (enforce/ ranks and moves them): each sample cuts the recorded ranges into pieces
+ * aligned to TA_MAPS_WINDOW and keeps those with pages resident, with their pages per tier as
+ * that sample found them and a heat that enforce/access.c keeps on its own scale (0 unknown;
+ * fresh: first seen since its last update). Held by whoever took them, the sampler excluded.
+ */
+#define TA_MAPS_WINDOW	   ((uintptr_t)2 << 20)
+#define TA_MAPS_WINDOWS	   4096u
+#define TA_MAPS_HEAT_MOVED 0xffffu /* enforce.h's TA_HEAT_MOVED */
+#define TA_MAPS_PAGE	   4096u   /* the unit of a window's pages: the kernel's base page */
+struct ta_maps_window {
+	uintptr_t start;
+	uint32_t len;
+	uint32_t heat;
+	uint32_t pages[TA_MAX_TIERS]; /* TA_MAPS_PAGE each */
+	bool fresh;
+};
+/* The windows of the last sample, for the caller alone until it gives them back; false (none
+ * taken) while a sample or another holder has them. */
+bool ta_maps_windows_take(struct ta_maps_window **w, unsigned *n);
+void ta_maps_windows_give(void);
+/* Move up to max bytes of a window's pages from tier from to tier to (their preference kept),
+ * charges with them; the bytes moved, 0 while a sample is under way. Windows not taken. */
+uint64_t ta_maps_move_window(uintptr_t start, size_t len, unsigned from, unsigned to, uint64_t max);
+/* Bytes of the recorded mappings moved from tier a to tier b (demotion, exchange, fill). */
+extern _Atomic uint64_t ta_maps_moved[TA_MAX_TIERS][TA_MAX_TIERS];
 void ta_maps_fork_prepare(void);
 void ta_maps_fork_parent(void);
 void ta_maps_fork_child(void);

@@ -198,10 +198,12 @@ _Atomic uint64_t ta_maps_resident_peak[TA_MAX_TIERS];
 _Atomic uint64_t ta_maps_samples;
 _Atomic uint64_t ta_maps_sample_ns;
 _Atomic uint64_t ta_maps_sample_ns_total;
+_Atomic uint64_t ta_maps_moved[TA_MAX_TIERS][TA_MAX_TIERS];
 
 _Atomic bool ta_maps_placing;
 _Atomic unsigned ta_maps_place_tier;
 _Atomic uint64_t ta_maps_rebinds;
+_Atomic uint64_t ta_maps_pick_margin;
 
 void ta_maps_place_locked(uintptr_t start, uintptr_t end)
 {
@@ -210,16 +212,31 @@ void ta_maps_place_locked(uintptr_t start, uintptr_t end)
 				atomic_load_explicit(&ta_maps_place_tier, memory_order_relaxed));
 }
 
-/* After a sample is charged: the fastest tier within its high share (the last when none is),
- * as steering would pick for an allocation. Under the lock, so that a range recorded meanwhile
- * is placed at the old pick before it is re-placed, never after. */
-static void place(void)
+/* Room a tier must have to be picked: what the program may fault before the next sample (as
+ * much as it grew since the last), and never less than PICK_MARGIN. A tier picked with less
+ * would take pages past its share that demotion then moves again. */
+#define PICK_MARGIN ((uint64_t)8 << 20)
+
+static bool room_for(unsigned t, uint64_t bytes)
+{
+	if (!ta_charge(t, bytes, TA_LIMIT_HIGH, false))
+		return false;
+	ta_uncharge(t, bytes);
+	return true;
+}
+
+/* After a sample is charged: the fastest tier with room for the margin within its high share
+ * (the last when none has), as steering would pick for an allocation. Under the lock, so that a
+ * range recorded meanwhile is placed at the old pick before it is re-placed, never after. */
+static void place(uint64_t grew)
 {
 	if (ta_ntiers < 2 || !ta_charge_shared())
 		return;
+	uint64_t margin = grew > PICK_MARGIN ? grew : PICK_MARGIN;
+	atomic_store(&ta_maps_pick_margin, margin);
 	unsigned pick = ta_ntiers - 1;
 	for (unsigned t = 0; t + 1 < ta_ntiers; t++) {
-		if (ta_charge_room(t, TA_LIMIT_HIGH)) {
+		if (room_for(t, margin)) {
 			pick = t;
 			break;
 		}
@@ -235,6 +252,138 @@ static void place(void)
 				pick);
 	ta_maps_unlock(&old);
 	atomic_fetch_add(&ta_maps_rebinds, 1);
+}
+
+/* ---- the recorded mappings in windows, for ranking and moving (enforce/) ---- */
+
+static struct ta_maps_window *windows, *windows_next; /* TA_MAPS_WINDOWS each, on first use */
+static unsigned nwindows;
+
+bool ta_maps_windows_take(struct ta_maps_window **w, unsigned *n)
+{
+	if (atomic_exchange(&sampling, true))
+		return false;
+	*w = windows;
+	*n = windows != NULL ? nwindows : 0;
+	return true;
+}
+
+void ta_maps_windows_give(void)
+{
+	atomic_store(&sampling, false);
+}
+
+/* The nodes of tier t that no faster tier has. */
+static uint64_t own_nodes(unsigned t)
+{
+	uint64_t nodes = ta_topo.tier[t].nodes;
+	for (unsigned f = 0; f < t; f++)
+		nodes &= ~ta_topo.tier[f].nodes;
+	return nodes;
+}
+
+/* Per tier from per node: a node counts in the first tier that has it (tiers that share nodes,
+ * TIERALLOC_TIERS "0;0" of the tests, must not count its pages twice). */
+static void tiers_of(const uint64_t per_node[TA_MAX_NODES], uint64_t per_tier[TA_MAX_TIERS])
+{
+	for (unsigned t = 0; t < ta_ntiers; t++) {
+		uint64_t sum = 0, nodes = own_nodes(t);
+		for (unsigned node = 0; node < TA_MAX_NODES; node++)
+			if (nodes & (1ull << node))
+				sum += per_node[node];
+		per_tier[t] = sum;
+	}
+}
+
+/* The windows of a sample: each window-aligned piece of a range with pages resident, its heat
+ * carried over from the last sample's window at the same address (both lists are sorted).
+ * Windows past TA_MAPS_WINDOWS are counted, not ranked. Sampling flag held. */
+static void sample_windows(const struct ta_maps_range *r, unsigned n, uint64_t per_tier[])
+{
+	if (windows == NULL) {
+		windows = ta_pages_map(TA_MAPS_WINDOWS * sizeof(*windows), true);
+		windows_next = ta_pages_map(TA_MAPS_WINDOWS * sizeof(*windows), true);
+	}
+	unsigned made = 0, old = 0;
+	for (unsigned i = 0; i < n; i++) {
+		for (uintptr_t a = r[i].start; a < r[i].end;) {
+			uintptr_t end = (a & ~(TA_MAPS_WINDOW - 1)) + TA_MAPS_WINDOW;
+			if (end > r[i].end)
+				end = r[i].end;
+			uint64_t per_node[TA_MAX_NODES] = { 0 }, tiers[TA_MAX_TIERS] = { 0 };
+			uint64_t found = ta_resident_nodes(a, end - a, per_node);
+			tiers_of(per_node, tiers);
+			for (unsigned t = 0; t < ta_ntiers; t++)
+				per_tier[t] += tiers[t];
+			if (found > 0 && windows_next != NULL && made < TA_MAPS_WINDOWS) {
+				struct ta_maps_window *w = &windows_next[made++];
+				memset(w, 0, sizeof(*w));
+				w->start = a;
+				w->len = (uint32_t)(end - a);
+				w->fresh = true;
+				for (unsigned t = 0; t < ta_ntiers; t++)
+					w->pages[t] = (uint32_t)(tiers[t] / TA_MAPS_PAGE);
+				while (windows != NULL && old < nwindows && windows[old].start < a)
+					old++;
+				if (windows != NULL && old < nwindows && windows[old].start == a) {
+					w->heat = windows[old].heat;
+					w->fresh = windows[old].fresh;
+				}
+			}
+			a = end;
+		}
+	}
+	if (windows_next != NULL) {
+		struct ta_maps_window *t = windows;
+		windows = windows_next;
+		windows_next = t;
+		nwindows = made;
+	}
+}
+
+/* A window's pages moved (the caller holds the windows): its figures follow, its heat is the
+ * move's until the next sample (enforce.h, TA_HEAT_MOVED). */
+static void window_moved(uintptr_t start, unsigned from, unsigned to, uint64_t bytes)
+{
+	unsigned lo = 0, hi = nwindows;
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (windows[mid].start < start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo >= nwindows || windows[lo].start != start)
+		return;
+	uint32_t pages = (uint32_t)(bytes / TA_MAPS_PAGE);
+	struct ta_maps_window *w = &windows[lo];
+	w->pages[from] = w->pages[from] > pages ? w->pages[from] - pages : 0;
+	w->pages[to] += pages;
+	w->heat = TA_MAPS_HEAT_MOVED;
+}
+
+uint64_t ta_maps_move_window(uintptr_t start, size_t len, unsigned from, unsigned to, uint64_t max)
+{
+	if (from >= ta_ntiers || to >= ta_ntiers || from == to)
+		return 0;
+	if (atomic_exchange(&sampling, true))
+		return 0; /* a sample is under way: the next pass moves it */
+	/* A tier's pages are those on its nodes that no faster tier has (as a sample counts them):
+	 * tiers sharing one node (TIERALLOC_TIERS "0;0", the tests') have nothing to move. */
+	uint64_t moved = 0, from_nodes = own_nodes(from), to_nodes = own_nodes(to);
+	if (from_nodes != 0 && to_nodes != 0)
+		moved = ta_move_resident(start, len, from_nodes, to_nodes, max);
+	if (moved > 0) {
+		if (windows != NULL)
+			window_moved(start, from, to, moved);
+		ta_charge_mapped_moved(from, to, moved);
+		uint64_t r = atomic_load(&ta_maps_resident[from]);
+		atomic_store(&ta_maps_resident[from], r > moved ? r - moved : 0);
+		atomic_fetch_add(&ta_maps_resident[to], moved);
+		atomic_fetch_add(&ta_maps_moved[from][to], moved);
+	}
+	atomic_store(&sampling, false);
+	return moved;
 }
 
 bool ta_maps_sample(bool wait)
@@ -253,28 +402,22 @@ bool ta_maps_sample(bool wait)
 	if (copy != NULL) {
 		uint64_t began = ta_monotonic_ns();
 		unsigned n = ta_maps_copy(copy, TA_MAPS_MAX, NULL);
-		uint64_t per_node[TA_MAX_NODES] = { 0 };
 		uint64_t per_tier[TA_MAX_TIERS] = { 0 };
-		for (unsigned i = 0; i < n; i++)
-			ta_resident_nodes(copy[i].start, copy[i].end - copy[i].start, per_node);
-		/* A node in the first tier that has it: tiers that share nodes (TIERALLOC_TIERS
-		 * "0;0", the tests' two tiers on one node) must not charge its pages twice. */
-		uint64_t counted = 0;
+		sample_windows(copy, n, per_tier);
 		for (unsigned t = 0; t < ta_ntiers; t++) {
-			uint64_t sum = 0, nodes = ta_topo.tier[t].nodes & ~counted;
-			counted |= nodes;
-			for (unsigned node = 0; node < TA_MAX_NODES; node++)
-				if (nodes & (1ull << node))
-					sum += per_node[node];
-			per_tier[t] = sum;
-			atomic_store(&ta_maps_resident[t], sum);
-			if (sum > atomic_load(&ta_maps_resident_peak[t]))
-				atomic_store(&ta_maps_resident_peak[t], sum);
+			atomic_store(&ta_maps_resident[t], per_tier[t]);
+			if (per_tier[t] > atomic_load(&ta_maps_resident_peak[t]))
+				atomic_store(&ta_maps_resident_peak[t], per_tier[t]);
 		}
 		/* Seen, then charged: the quotas, steering and enforcement count these pages as
 		 * the process's, like its chunks (docs/runtimes.md, step 2). */
 		ta_charge_mapped(per_tier, ta_ntiers);
-		place();
+		static uint64_t last_total; /* resident at the last sample */
+		uint64_t total = 0;
+		for (unsigned t = 0; t < ta_ntiers; t++)
+			total += per_tier[t];
+		place(total > last_total ? total - last_total : 0);
+		last_total = total;
 		uint64_t took = ta_monotonic_ns() - began;
 		atomic_store(&ta_maps_sample_ns, took);
 		atomic_fetch_add(&ta_maps_sample_ns_total, took);

@@ -100,6 +100,58 @@ int ta_bind_range(void *addr, size_t len, unsigned tier, bool move)
 }
 
 /*
+ * A program's own mapping keeps its preference (ta_prefer_range): only the pages resident on
+ * the from nodes move, with move_pages(2) alone, so that the range's later faults still follow
+ * the pick. At most max bytes, to the to nodes in turn; the bytes moved.
+ */
+uint64_t ta_move_resident(uintptr_t addr, size_t len, uint64_t from_nodes, uint64_t to_nodes,
+			  uint64_t max)
+{
+	enum { SPAN = 512, BATCH = 512 };
+	unsigned char vec[SPAN];
+	void *pages[BATCH];
+	int nodes[BATCH], status[BATCH];
+	int tier_nodes[TA_MAX_NODES];
+	unsigned ntier_nodes = 0, turn = 0;
+	for (unsigned node = 0; node < TA_MAX_NODES; node++)
+		if (to_nodes & (1ull << node))
+			tier_nodes[ntier_nodes++] = (int)node;
+	uintptr_t start = addr & ~(PAGE - 1), end = (addr + len + PAGE - 1) & ~(PAGE - 1);
+	uint64_t moved = 0;
+	int saved = errno;
+	for (uintptr_t a = start; ntier_nodes > 0 && a < end && moved < max;
+	     a += (uintptr_t)SPAN * PAGE) {
+		size_t n = (end - a) / PAGE < SPAN ? (end - a) / PAGE : SPAN;
+		if (syscall(SYS_mincore, a, n * PAGE, vec) != 0)
+			continue;
+		unsigned k = 0;
+		for (size_t i = 0; i < n; i++)
+			if (vec[i] & 1)
+				pages[k++] = (void *)(a + i * PAGE);
+		/* Where each is, then those on the from nodes to the tier's, in turn. */
+		if (k == 0 ||
+		    syscall(SYS_move_pages, 0, (unsigned long)k, pages, NULL, status, 0) < 0)
+			continue;
+		unsigned m = 0;
+		for (unsigned j = 0; j < k && (uint64_t)m * PAGE < max - moved; j++)
+			if (status[j] >= 0 && status[j] < TA_MAX_NODES &&
+			    (from_nodes & (1ull << status[j]))) {
+				pages[m] = pages[j];
+				nodes[m++] = tier_nodes[turn++ % ntier_nodes];
+			}
+		if (m == 0 ||
+		    syscall(SYS_move_pages, 0, (unsigned long)m, pages, nodes, status, 0) < 0)
+			continue;
+		for (unsigned j = 0; j < m; j++)
+			if (status[j] >= 0 && status[j] < TA_MAX_NODES &&
+			    (to_nodes & (1ull << status[j])))
+				moved += PAGE;
+	}
+	errno = saved;
+	return moved;
+}
+
+/*
  * A program's own mappings (maps.c) are preferred, not bound: a runtime's heap can be most of a
  * container's memory, and a bind that finds the tier's nodes full reclaims there and, failing
  * that, calls the OOM killer on a machine with free memory elsewhere. A preference falls back to

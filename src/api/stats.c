@@ -120,6 +120,15 @@ static int maps_get(const char *field, void *out, size_t *len)
 							     : UINT64_MAX);
 	if (strcmp(field, "rebinds") == 0)
 		return put_u64(out, len, atomic_load(&ta_maps_rebinds));
+	if (strcmp(field, "moved_down") == 0 || strcmp(field, "moved_up") == 0) {
+		/* Pages moved between tiers by demotion, or by exchange and filling. */
+		uint64_t sum = 0;
+		for (unsigned a = 0; a < TA_MAX_TIERS; a++)
+			for (unsigned b = 0; b < TA_MAX_TIERS; b++)
+				if (field[6] == 'd' ? b > a : b < a)
+					sum += atomic_load(&ta_maps_moved[a][b]);
+		return put_u64(out, len, sum);
+	}
 	if (strcmp(field, "sample_ns") == 0)
 		return put_u64(out, len, atomic_load(&ta_maps_sample_ns));
 	if (strcmp(field, "sample_ns_total") == 0)

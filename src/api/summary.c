@@ -19,6 +19,16 @@
 #define PAGES_PER_CALL 256
 
 /* Bytes of this tier's chunk pages resident on each node. */
+/* Bytes of the program's own mappings moved out of tier t into lower ones (down), or into t from
+ * lower ones (up: exchange and filling). */
+static uint64_t maps_moved(unsigned t, bool down)
+{
+	uint64_t sum = 0;
+	for (unsigned o = t + 1; o < TA_MAX_TIERS && t < TA_MAX_TIERS; o++)
+		sum += atomic_load(down ? &ta_maps_moved[t][o] : &ta_maps_moved[o][t]);
+	return sum;
+}
+
 static void chunk_residency(unsigned t, uint64_t per_node[TA_MAX_NODES])
 {
 	long psz = sysconf(_SC_PAGESIZE);
@@ -92,7 +102,8 @@ void ta_summary_write(const char *dest)
 		    "tieralloc-summary v=1 pid=%d comm=%s tier=%d name=%s nodes=%s kind=%s "
 		    "bound=%u capacity=%llu limit=%llu live=%llu peak=%llu allocs=%llu "
 		    "explicit=%llu steered_in=%llu steered_away=%llu overflowed=%llu "
-		    "backend_failures=%llu chunk_resident=%s mapped=%llu mapped_peak=%llu\n",
+		    "backend_failures=%llu chunk_resident=%s mapped=%llu mapped_peak=%llu "
+		    "mapped_down=%llu mapped_up=%llu\n",
 		    (int)getpid(), comm, t, info.name, info.nodes[0] ? info.nodes : "-", info.kind,
 		    info.bound, (unsigned long long)info.capacity, (unsigned long long)s.limit,
 		    (unsigned long long)s.bytes_live, (unsigned long long)s.bytes_peak,
@@ -102,7 +113,9 @@ void ta_summary_write(const char *dest)
 		    resident[0] ? resident : "-",
 		    (unsigned long long)(t < TA_MAX_TIERS ? atomic_load(&ta_maps_resident[t]) : 0),
 		    (unsigned long long)(t < TA_MAX_TIERS ? atomic_load(&ta_maps_resident_peak[t])
-							  : 0));
+							  : 0),
+		    (unsigned long long)maps_moved(t, true),
+		    (unsigned long long)maps_moved(t, false));
 		ta_write_all(fd, line, len);
 	}
 	if (close_fd)

@@ -287,6 +287,29 @@ static void sample_tier(unsigned t, uint64_t now, uint64_t since, uint64_t sums[
 	}
 }
 
+/* The program's own mappings, a window at a time (alloc/maps.c): a window first seen since the
+ * last update was (mostly) just faulted in and tells nothing yet, like a fresh chunk. Not in the
+ * tiers' hot and cold figures, which stay malloc's. Skipped while a sample holds them. */
+static void sample_windows(void)
+{
+	struct ta_maps_window *w;
+	unsigned n;
+	if (!ta_maps_windows_take(&w, &n))
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t present = 0, written = 0;
+		void *addr = (void *)w[i].start;
+		sample_range(addr, w[i].len, &present, &written);
+		if (w[i].fresh || w[i].heat == TA_HEAT_MOVED)
+			w[i].heat = 0;
+		else
+			w[i].heat = ta_access_heat_part(
+			    w[i].heat, sample_part(addr, w[i].len, present, written));
+		w[i].fresh = false;
+	}
+	ta_maps_windows_give();
+}
+
 static bool clear_refused(void)
 {
 	ta_format(source_why, sizeof(source_why), "age (soft-dirty: clear_refs refused)");
@@ -338,6 +361,7 @@ bool ta_access_tick(void)
 		hot[t] = sums[0];
 		cold[t] = sums[1];
 	}
+	sample_windows();
 	ta_quota_publish_heat(hot, cold);
 	/* Cleared after the reading: what is written from here on shows in the next one. A
 	 * refused clear leaves every bit set, which reads as all hot: stop instead. The agent's

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Which of this process's memory in a tier is coldest: the ranking of demotion candidates, chunks
- * (arena.c) and large objects (large.c) together.
+ * (arena.c), large objects (large.c) and windows of the program's own mappings (maps.c) together.
  *
  * The policy ranks by heat first (access.c: how much of a range was written lately; a range made
  * since the last sample ranks as hottest), then by age: a large object is as cold as it is old,
@@ -53,6 +53,30 @@ unsigned ta_cold_large_all(unsigned tier, struct ta_cold_range *out, unsigned ma
 
 #define MAX_CANDIDATES 4096
 
+/* The program's own mappings with pages in the tier, a window each (alloc/maps.c): their heat
+ * is access.c's, their age unknown (as young as can be), their charge what the last sample
+ * found of them there. None while a sample holds them: the next pass has them. */
+static unsigned mapped_windows(unsigned tier, struct ta_cold_range *out, unsigned max)
+{
+	struct ta_maps_window *w;
+	unsigned nw, n = 0;
+	if (!ta_maps_windows_take(&w, &nw))
+		return 0;
+	for (unsigned i = 0; i < nw && n < max; i++) {
+		if (w[i].pages[tier] == 0)
+			continue;
+		struct ta_cold_range *r = &out[n++];
+		memset(r, 0, sizeof(*r));
+		r->kind = TA_RANGE_MAPPED;
+		r->addr = (void *)w[i].start;
+		r->len = w[i].len;
+		r->charge = (uint64_t)w[i].pages[tier] * TA_MAPS_PAGE;
+		r->heat = w[i].heat;
+	}
+	ta_maps_windows_give();
+	return n;
+}
+
 unsigned ta_cold_collect(unsigned tier, struct ta_cold_range *out, unsigned max, bool hottest)
 {
 	/* Every range of the tier is a candidate (the pass runs one at a time: static is fine):
@@ -74,6 +98,7 @@ unsigned ta_cold_collect(unsigned tier, struct ta_cold_range *out, unsigned max,
 		r->age_ns = now > info[i].carved_ns ? now - info[i].carved_ns : 0;
 		r->heat = info[i].heat;
 	}
+	n += mapped_windows(tier, &all[n], MAX_CANDIDATES - n);
 	for (unsigned i = 0; i < n; i++)
 		all[i].score = ta_cold_policy->score(&all[i]);
 	sort_by_score(all, n);

@@ -22,6 +22,16 @@ static void note_failure(int rc)
 
 uint64_t ta_move_range(struct ta_cold_range *r, unsigned from, unsigned to)
 {
+	if (r->kind == TA_RANGE_MAPPED) {
+		/* Its pages move, its policy stays (the pick's): charges follow in maps.c. */
+		uint64_t moved =
+		    ta_maps_move_window((uintptr_t)r->addr, r->len, from, to, r->charge);
+		if (moved > 0 && to > from) {
+			atomic_fetch_add(&ta_arenas[from].demotions, 1);
+			atomic_fetch_add(&ta_arenas[from].demoted, moved);
+		}
+		return moved;
+	}
 	int rc = ta_demote_range(r->addr, r->len, to);
 	if (rc != 0) {
 		note_failure(rc);

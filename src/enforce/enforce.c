@@ -171,6 +171,17 @@ bool ta_enforce_pass(void)
 		if (ta_exchange() > 0)
 			acted = true;
 	}
+	/* After each new sample of the program's own mappings and reading of the cgroup, both
+	 * taken since the last fill saw what it moved: what sits below while the faster tier has
+	 * room goes up (fill.c). */
+	static uint64_t filled_sample, filled_gen; /* what the last fill went by */
+	uint64_t maps_samples = atomic_load(&ta_maps_samples);
+	if (maps_samples != filled_sample && gen != filled_gen) {
+		filled_sample = maps_samples;
+		filled_gen = gen;
+		if (ta_fill() > 0)
+			acted = true;
+	}
 	atomic_store(&pass_running, false);
 	return acted;
 }

@@ -18,6 +18,7 @@
 /* Moved by us since the last sample: a migration can leave pages soft-dirty (a huge page split on
  * the way sets the bit on every part), so the next sample says nothing; unknown after it. */
 #define TA_HEAT_MOVED 0xffffu
+_Static_assert(TA_HEAT_MOVED == TA_MAPS_HEAT_MOVED, "maps.c marks moved windows the same");
 struct ta_access_tier {
 	_Atomic uint64_t hot, cold;	 /* present bytes by heat, at the last sample */
 	_Atomic uint64_t unknown;	 /* ... of ranges new or moved since the sample before */
@@ -81,6 +82,14 @@ uint64_t ta_move_range(struct ta_cold_range *r, unsigned from, unsigned to);
 uint64_t ta_exchange(void);
 /* Every tier in turn from the fastest: the bytes promoted into it. */
 uint64_t ta_exchange_tiers(void);
+
+/* ---- fill.c: the program's own mapped pages up into a faster tier with room ---- */
+/* Room left below a share when filling (fill.c says why). */
+#define TA_FILL_SLACK ((uint64_t)4 << 20)
+/* Under a quota, for a program with mappings of its own: ta_fill_tiers. */
+uint64_t ta_fill(void);
+/* Every tier in turn from the fastest: the bytes moved up into it. */
+uint64_t ta_fill_tiers(void);
 
 /* ---- enforce.c: reconcile with the kernel, demote, reclaim, gate (issue 5) ---- */
 struct ta_enforce_plan {

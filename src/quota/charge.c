@@ -148,6 +148,20 @@ uint64_t ta_charge_mapped_now(unsigned tier)
 	return tier < TA_MAX_TIERS ? atomic_load(&mapped_charged[tier]) : 0;
 }
 
+void ta_charge_mapped_moved(unsigned from, unsigned to, uint64_t bytes)
+{
+	if (from >= TA_MAX_TIERS || to >= TA_MAX_TIERS)
+		return;
+	/* Never more than the figure holds: a page the last sample did not see (faulted since) is
+	 * charged by the next one, where it now is. */
+	uint64_t had = atomic_load(&mapped_charged[from]);
+	if (bytes > had)
+		bytes = had;
+	atomic_store(&mapped_charged[from], had - bytes);
+	atomic_fetch_add(&mapped_charged[to], bytes);
+	ta_charge_move(from, to, bytes);
+}
+
 /* ---- what the enforcement worker is asked to look at ---- */
 
 void ta_charge_note_limits(void)

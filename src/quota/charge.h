@@ -48,6 +48,9 @@ bool ta_charge_room(unsigned tier, int level);
 bool ta_charge_shared(void);
 /* What the last sample charged to the tier for those mappings. */
 uint64_t ta_charge_mapped_now(unsigned tier);
+/* Resident pages of the recorded mappings moved from tier from to tier to by this process: their
+ * charge goes with them (ta_charge_move), and the figure the next sample is compared with. */
+void ta_charge_mapped_moved(unsigned from, unsigned to, uint64_t bytes);
 
 /* What the enforcement worker is asked to look at. enforce_wanted: under a real quota a tier
  * reached half its high share, this process holds 16 MiB there, or a tier was found full.

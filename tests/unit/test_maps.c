@@ -6,7 +6,9 @@
  * sampler's residency per node (place.c) on a mapping of this process's own. Then the charge
  * that follows a sample (quota/charge.c): by the difference between samples, to this process's
  * books, its slot and the tier, moving between tiers without wrapping, and in a forked child
- * only what it adds to what its parent charges; and the probe placement picks a tier with.
+ * only what it adds to what its parent charges, and when pages move between tiers; and the probe
+ * placement picks a tier with. And the windows a sample cuts the ranges into, for ranking and
+ * moving (enforce/).
  */
 #include <stdio.h>
 #include <string.h>
@@ -230,12 +232,174 @@ static void test_charge_mapped(void)
 	test_context("%s", "");
 }
 
+static void test_charge_moved(void)
+{
+	memset(seg, 0, sizeof(seg));
+	ta_shm.tiers = (void *)(seg + TA_SHM_TIERS_OFF);
+	ta_shm.slots = (void *)(seg + TA_SHM_SLOTS_OFF);
+	ta_shm.nslots = TA_SHM_MAX_SLOTS;
+	ta_shm.slot_size = sizeof(struct ta_shm_slot);
+	ta_shm.ntiers = 2;
+	ta_shm.mine = &ta_shm.slots[0];
+	atomic_store(&ta_shm.active, true);
+	uint64_t r[TA_MAX_TIERS] = { 0 };
+
+	test_context("moved: pages demoted take their charge to the lower tier");
+	r[0] = 10 * MiB;
+	ta_charge_mapped(r, 2);
+	ta_charge_mapped_moved(0, 1, 4 * MiB);
+	expect_charged(0, 0, 6 * MiB, 6 * MiB);
+	expect_charged(0, 1, 4 * MiB, 4 * MiB);
+	expect_eq(ta_charge_mapped_now(0), 6 * MiB);
+	expect_eq(ta_charge_mapped_now(1), 4 * MiB);
+	test_context("moved: the next sample, which finds them there, charges nothing twice");
+	r[0] = 6 * MiB;
+	r[1] = 4 * MiB;
+	ta_charge_mapped(r, 2);
+	expect_charged(0, 0, 6 * MiB, 6 * MiB);
+	expect_charged(0, 1, 4 * MiB, 4 * MiB);
+	test_context("moved: never more than the tier's figure (pages faulted since the sample)");
+	ta_charge_mapped_moved(0, 1, 100 * MiB);
+	expect_charged(0, 0, 0, 0);
+	expect_charged(0, 1, 10 * MiB, 10 * MiB);
+	test_context("moved: up again (filling)");
+	ta_charge_mapped_moved(1, 0, 3 * MiB);
+	expect_charged(0, 0, 3 * MiB, 3 * MiB);
+	expect_charged(0, 1, 7 * MiB, 7 * MiB);
+	test_context("moved: all gone, nothing left behind");
+	r[0] = r[1] = 0;
+	ta_charge_mapped(r, 2);
+	expect_charged(0, 0, 0, 0);
+	expect_charged(0, 1, 0, 0);
+	atomic_store(&ta_shm.active, false);
+	test_context("%s", "");
+}
+
+/* The window of the last sample at start, or NULL; the windows are given back. */
+static bool window_at(uintptr_t start, struct ta_maps_window *out)
+{
+	struct ta_maps_window *w;
+	unsigned n;
+	bool found = false;
+	if (!ta_maps_windows_take(&w, &n))
+		return false;
+	for (unsigned i = 0; i < n; i++)
+		if (w[i].start == start) {
+			*out = w[i];
+			found = true;
+		}
+	ta_maps_windows_give();
+	return found;
+}
+
+static unsigned windows_now(void)
+{
+	struct ta_maps_window *w;
+	unsigned n = 0;
+	if (ta_maps_windows_take(&w, &n))
+		ta_maps_windows_give();
+	return n;
+}
+
+static void set_heat(uintptr_t start, uint32_t heat)
+{
+	struct ta_maps_window *w;
+	unsigned n;
+	if (!ta_maps_windows_take(&w, &n))
+		return;
+	for (unsigned i = 0; i < n; i++)
+		if (w[i].start == start) {
+			w[i].heat = heat;
+			w[i].fresh = false;
+		}
+	ta_maps_windows_give();
+}
+
+static void test_windows(void)
+{
+	/* Two tiers on one node, as the tests' "0;0": a tier's pages are counted once, in the
+	 * first tier that has the node, and there is nothing to move between them. */
+	unsigned had_ntiers = ta_ntiers;
+	uint64_t had_nodes[2] = { ta_topo.tier[0].nodes, ta_topo.tier[1].nodes };
+	ta_ntiers = 2;
+	ta_topo.tier[0].nodes = ta_topo.tier[1].nodes = 1;
+	const uintptr_t W = TA_MAPS_WINDOW;
+	char *raw = mmap(NULL, 8 * W, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED)
+		test_hard("mmap");
+	/* 4 KiB pages, so that what is touched is what mincore says. */
+	madvise(raw, 8 * W, MADV_NOHUGEPAGE);
+	uintptr_t a = ((uintptr_t)raw + W - 1) & ~(W - 1);
+	sigset_t old;
+	ta_maps_lock(&old);
+	expect_true(ta_maps_insert(&ta_maps, a + W / 2, a + 3 * W));
+	ta_maps_unlock(&old);
+
+	test_context("windows: window-aligned pieces of the ranges with pages resident");
+	for (unsigned i = 0; i < 10; i++)
+		((char *)(a + W / 2))[i * P] = 1;
+	memset((char *)(a + 2 * W), 1, W);
+	expect_true(ta_maps_sample(true));
+	expect_eq(windows_now(), 2);
+	struct ta_maps_window w;
+	expect_true(window_at(a + W / 2, &w));
+	expect_eq(w.len, W / 2);
+	expect_eq(w.pages[0], 10);
+	expect_eq(w.pages[1], 0); /* node 0 is tier 0's */
+	expect_true(w.fresh);
+	expect_eq(w.heat, 0);
+	expect_true(window_at(a + 2 * W, &w));
+	expect_eq(w.pages[0], W / P);
+	expect_true(!window_at(a + W, &w)); /* nothing resident there */
+
+	test_context("windows: a heat set between samples is carried to the same window");
+	set_heat(a + W / 2, 700);
+	((char *)(a + W))[0] = 1;
+	expect_true(ta_maps_sample(true));
+	expect_eq(windows_now(), 3);
+	expect_true(window_at(a + W / 2, &w));
+	expect_eq(w.heat, 700);
+	expect_true(!w.fresh);
+	expect_true(window_at(a + W, &w));
+	expect_true(w.fresh);
+	expect_eq(w.pages[0], 1);
+	expect_true(window_at(a + 2 * W, &w));
+	expect_true(w.fresh); /* untouched by set_heat */
+
+	test_context("windows: one holder at a time");
+	struct ta_maps_window *held;
+	unsigned n;
+	expect_true(ta_maps_windows_take(&held, &n));
+	expect_true(!ta_maps_sample(false));
+	expect_eq(ta_maps_move_window(a + W, W, 0, 1, W), 0);
+	ta_maps_windows_give();
+
+	test_context("windows: tiers on one node have nothing to move between them");
+	expect_eq(ta_maps_move_window(a + 2 * W, W, 0, 1, W), 0);
+	expect_true(window_at(a + 2 * W, &w));
+	expect_eq(w.pages[0], W / P);
+
+	test_context("windows: unmapped, gone at the next sample");
+	ta_maps_lock(&old);
+	ta_maps_erase(&ta_maps, a + W / 2, a + 3 * W);
+	ta_maps_unlock(&old);
+	munmap(raw, 8 * W);
+	expect_true(ta_maps_sample(true));
+	expect_eq(windows_now(), 0);
+	ta_ntiers = had_ntiers;
+	ta_topo.tier[0].nodes = had_nodes[0];
+	ta_topo.tier[1].nodes = had_nodes[1];
+	test_context("%s", "");
+}
+
 int main(void)
 {
 	test_merge();
 	test_erase();
 	test_full();
 	test_resident();
+	test_windows();
+	test_charge_moved();
 	test_charge_mapped();
 	return test_done();
 }
