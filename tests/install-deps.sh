@@ -19,8 +19,9 @@ dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q 'install ok instal
 # jemalloc, mimalloc (libmimalloc2.0) and gperftools' tcmalloc (libtcmalloc-minimal4)
 # the agent (bpf/): clang for the BPF program, bpftool for vmlinux.h and the skeleton, libbpf;
 # libcgroup for its reads and writes of other cgroups' control files (agent/cgctl.c)
-# tests: the real programs the integration tests run, clang-format for the style check, groff and
-# man-db to render the manual pages with warnings on (tests/man/); prometheus for promtool and a
+# tests: the real programs the integration tests run (nodejs for the runtimes' guest test),
+# clang-format for the style check, groff and man-db to render the manual pages with warnings on
+# (tests/man/); prometheus for promtool and a
 # server that scrapes the agent (its service is not started: the tests run their own);
 # packages: debhelper, dpkg-dev and devscripts build the .debs from debian/ (tests/pkg/), fakeroot
 # for debian/rules binary; systemd's systemd-analyze rates the agent's unit and
@@ -33,7 +34,7 @@ apt-get install -y -q --no-install-recommends \
 	libmemkind-dev libnuma-dev numactl libjemalloc-dev libjemalloc2 \
 	libmimalloc2.0 libtcmalloc-minimal4 \
 	clang bpftool libbpf-dev libcgroup-dev \
-	git sqlite3 perl python3 g++ clang-format gdb ca-certificates groff-base man-db \
+	git sqlite3 perl python3 nodejs g++ clang-format gdb ca-certificates groff-base man-db \
 	debhelper dpkg-dev devscripts fakeroot systemd systemd-container prometheus gnuplot-nox \
 	podman runc python3-yaml
 # kubectl for the manifests' client-side dry run: Debian's kubernetes-client, unless a kubectl

@@ -35,7 +35,8 @@ GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
 # linux-image-* package name (tests/vm/README.md); `make check-guest GUEST_KERNEL=6.12`.
 GUEST_KERNEL = 6.1
 # Then the runtimes' fairness (runtimes.sh, issue 30) in a guest of its own: it needs node 0 to
-# be a third of memory (--node-mem 1G,2G), and node (/usr/bin/node, when the host has it).
+# be a third of memory (--node-mem 1G,2G), node (/usr/bin/node: its test fails without it) and
+# python3.
 # The guest's output is kept in tests/guest/suite-KERNEL.out; the recordings in it
 # (quota.fairness, enforce.converge.small: record_emit in lib.sh) are drawn into
 # tests/guest/NAME-KERNEL.png next to it (plots.sh). The status is the guest's, or 1 when a
@@ -78,7 +79,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		$(abs_top_srcdir)/tests/guest/suite.sh $(abs_top_builddir) $(abs_top_srcdir); \
 		echo $$? >tests/guest/suite-$(GUEST_KERNEL).rc; } | tee tests/guest/suite-$(GUEST_KERNEL).out; \
 	rc=$$(cat tests/guest/suite-$(GUEST_KERNEL).rc); \
-	{ $(GUEST_RUN) --kernel $(GUEST_KERNEL) --timeout 2400 --node-mem 1G,2G \
+	{ $(GUEST_RUN) --kernel $(GUEST_KERNEL) --timeout 2400 --node-mem 1G,2G --with-python3 \
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
 		--include $(abs_top_builddir)/tests/quota/shm_peek $(if $(wildcard /usr/bin/node),--include /usr/bin/node) \
