@@ -7,7 +7,7 @@
  * DAMON's sysfs interface (Linux >= 5.18; the vaddr operations and schemes' tried regions, >=
  * 6.2): one kdamond per process, since a context's tried regions do not say which target they
  * belong to and a kdamond has one context. Each monitors its process's address space, samples
- * every 500 ms and aggregates over 5 s (so nr_accesses is 0..10), with 10 to 128 regions; a
+ * every 500 ms and aggregates over 5 s (so nr_accesses is 0..10), with 64 to 128 regions; a
  * "stat" scheme that matches every region lists them under tried_regions when asked
  * (update_schemes_tried_regions, which waits for the next aggregation: hence a thread of its
  * own, away from the agent's 0.25 s loop).
@@ -35,12 +35,16 @@
 
 /* What it costs (bench/run-access-agent.sh, 1 GiB, TCG guest, docs/DESIGN-NOTES.md): the
  * kdamond's share of a core goes with the sampling rate, the agent thread's with the regions it
- * reads (three sysfs files each) per round. 500 ms samples and at most 64 regions, and a round
- * no more often than keeps the thread within CPU_BUDGET_PCT of a core. */
+ * reads (three sysfs files each) per round. 500 ms samples and at most 128 regions, and a round
+ * no more often than keeps the thread within CPU_BUDGET_PCT of a core.
+ * DAMON merges regions up to a size of the monitored span over MIN_REGIONS. A tieralloc process
+ * spans gigabytes of address space (its tiers' reserved regions): with 10, regions of 150-300
+ * MiB each held hot and cold blocks alike, and a read working set of 200 MiB ranked hot in part
+ * and by chance; 64 keeps them under 50 MiB for 3 GiB. */
 #define SAMPLE_US      500000u
 #define AGGR_US	       5000000u
-#define MIN_REGIONS    10u
-#define MAX_REGIONS    64u
+#define MIN_REGIONS    64u
+#define MAX_REGIONS    128u
 #define CPU_BUDGET_PCT 1u
 
 struct monitored {
