@@ -11,7 +11,8 @@
  *     down to 7/8 of the bound, as a heap trims its top, so that blocks of any size keep finding
  *     pages already faulted in among the live ones;
  *   - all of them when nothing was freed in the tier for a second (checked from slow paths);
- *   - all of them under quota pressure (a charge for the tier refused) and on malloc_trim.
+ *   - all of them under quota pressure (a charge for the tier refused) and on malloc_trim;
+ *   - enough of them that the tier's high share keeps KEEP_HEADROOM free (headroom below).
  * Demoted or rebound objects are not kept: their pages are dropped when freed.
  */
 #include "alloc/alloc.h"
@@ -20,8 +21,9 @@ static _Atomic uint64_t kept[TA_MAX_TIERS];
 static _Atomic uint64_t kept_ns[TA_MAX_TIERS]; /* when something was last kept */
 static _Atomic uint64_t released[TA_MAX_TIERS];
 
-#define KEEP_MIN    (8ull << 20)
-#define KEEP_AGE_NS (1000ull * 1000 * 1000)
+#define KEEP_MIN      (8ull << 20)
+#define KEEP_AGE_NS   (1000ull * 1000 * 1000)
+#define KEEP_HEADROOM (8ull << 20)
 
 uint64_t ta_keep_bytes(unsigned tier)
 {
@@ -69,6 +71,25 @@ static uint64_t bound(unsigned tier)
 	return in_use < KEEP_MIN ? KEEP_MIN : in_use;
 }
 
+/* Kept pages are a cache: they never take the last KEEP_HEADROOM of the tier's high share. The
+ * cgroup's memory beyond the charges (page tables, the allocator's metadata, the kernel's own)
+ * and the program's next block need it: with both tiers' heaps keeping freed blocks up to their
+ * shares, a cgroup whose memory.max was glibc's peak + 3% + 2 MiB came to its limit with 195-198
+ * MiB charged of 199 and was OOM-killed in 4 runs of 10, where glibc fit
+ * (footprint.large_glibc). */
+static void headroom(unsigned tier)
+{
+	uint64_t room = ta_charge_room_bytes(tier, TA_LIMIT_HIGH);
+	if (room >= KEEP_HEADROOM)
+		return;
+	/* At or over the share (forced charges, a lowered limit), by however much: none kept. */
+	uint64_t held = ta_lheap_dirty(tier), cut = room == 0 ? held : KEEP_HEADROOM - room;
+	if (held == 0)
+		return;
+	atomic_fetch_add(&released[tier], ta_lheap_purge(tier, held > cut ? held - cut : 0));
+	settle_charge(tier);
+}
+
 void ta_keep_sync(unsigned tier)
 {
 	uint64_t held = ta_lheap_dirty(tier), limit = bound(tier);
@@ -80,17 +101,16 @@ void ta_keep_sync(unsigned tier)
 	uint64_t was = atomic_exchange(&kept[tier], held);
 	if (was > held) {
 		ta_uncharge(tier, was - held);
-		return;
+	} else if (held > was && !ta_charge(tier, held - was, TA_LIMIT_HIGH, false)) {
+		/* More freed pages than were charged: kept only if the tier's high share has room
+		 * for them. Otherwise the quota wants the tier's memory, and they go back at once,
+		 * all but what was already charged (a block freed into a full tier 0 took 50 MiB
+		 * more than glibc there, and an OOM kill where glibc fits). */
+		ta_charge(tier, held - was, TA_LIMIT_MAX, true); /* the books say what is held */
+		atomic_fetch_add(&released[tier], ta_lheap_purge(tier, was));
+		settle_charge(tier);
 	}
-	/* More freed pages than were charged: kept only if the tier's high share has room for
-	 * them. Otherwise the quota wants the tier's memory, and they go back at once, all but
-	 * what was already charged (a block freed into a full tier 0 took 50 MiB more than glibc
-	 * there, and an OOM kill where glibc fits). */
-	if (held == was || ta_charge(tier, held - was, TA_LIMIT_HIGH, false))
-		return;
-	ta_charge(tier, held - was, TA_LIMIT_MAX, true); /* the books say what is held */
-	atomic_fetch_add(&released[tier], ta_lheap_purge(tier, was));
-	settle_charge(tier);
+	headroom(tier);
 }
 
 void ta_keep_put(unsigned tier, uint64_t bytes)

@@ -323,12 +323,13 @@ void *ta_steer(int want_tier, ta_place_fn place, void *ctx, struct ta_placed *ou
  * stock for large objects, and when a sample of the mapped memory changed, never per small
  * allocation. */
 
-bool ta_shm_charge(unsigned tier, uint64_t bytes, int level, bool force)
+/* The cgroup's limit for the tier at this level. A loan of the agent's raises high and max
+ * alike: the borrower steers into it as into its own share, and its max is its own share's max
+ * plus what it borrows. A yield lowers both: the cgroup steers below the tier until its
+ * enforcement has demoted what it gave. */
+static uint64_t shm_limit(unsigned tier, int level)
 {
 	struct ta_shm_tier *r = &ta_shm.tiers[tier];
-	/* A loan of the agent's raises high and max alike: the borrower steers into it as into
-	 * its own share, and its max is its own share's max plus what it borrows. A yield lowers
-	 * both: the cgroup steers below the tier until its enforcement has demoted what it gave. */
 	uint64_t limit = atomic_load_explicit(&r->limit[level], memory_order_relaxed);
 	uint64_t loan, yielded;
 	if (level >= TA_LIMIT_HIGH && ta_shm_lend_terms(tier, &loan, &yielded)) {
@@ -337,6 +338,30 @@ bool ta_shm_charge(unsigned tier, uint64_t bytes, int level, bool force)
 			lim[k] = atomic_load_explicit(&r->limit[k], memory_order_relaxed);
 		limit = ta_shm_lend_limit(limit, loan, yielded, ta_shm_lend_floor(lim));
 	}
+	return limit;
+}
+
+uint64_t ta_charge_room_bytes(unsigned tier, int level)
+{
+	struct ta_tier_charge *c = &ta_charges[tier];
+	uint64_t limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
+	uint64_t charged = atomic_load_explicit(&c->charged, memory_order_relaxed);
+	uint64_t room = limit > charged ? limit - charged : 0;
+	if (!atomic_load_explicit(&ta_shm.active, memory_order_acquire))
+		return room;
+	struct ta_shm_tier *r = &ta_shm.tiers[tier];
+	uint64_t used = atomic_load_explicit(&r->charged, memory_order_relaxed);
+	uint64_t untracked = atomic_load_explicit(&r->untracked, memory_order_relaxed);
+	limit = shm_limit(tier, level);
+	used = used + untracked < used ? UINT64_MAX : used + untracked;
+	uint64_t shared = limit > used ? limit - used : 0;
+	return shared < room ? shared : room;
+}
+
+bool ta_shm_charge(unsigned tier, uint64_t bytes, int level, bool force)
+{
+	struct ta_shm_tier *r = &ta_shm.tiers[tier];
+	uint64_t limit = shm_limit(tier, level);
 	/* What the kernel sees there beyond the charges (memkind's metadata, page cache, pages it
 	 * promoted): intent plus the last observed truth. */
 	uint64_t untracked = atomic_load_explicit(&r->untracked, memory_order_relaxed);

@@ -45,6 +45,9 @@ void ta_charge_mapped(const uint64_t resident[TA_MAX_TIERS], unsigned ntiers);
 /* Whether the tier takes more at this level now (a charge of nothing), and whether charges go to
  * a segment the processes of the cgroup share (a quota). */
 bool ta_charge_room(unsigned tier, int level);
+/* How many bytes the tier takes at this level now: the least of this process's limit and the
+ * cgroup's share (with the agent's loan or yield), less what is charged and untracked there. */
+uint64_t ta_charge_room_bytes(unsigned tier, int level);
 bool ta_charge_shared(void);
 /* What the last sample charged to the tier for those mappings. */
 uint64_t ta_charge_mapped_now(unsigned tier);

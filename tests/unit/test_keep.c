@@ -105,7 +105,10 @@ static void test_pressure(void)
 	uint64_t released = ta_keep_released(0);
 	void *big = tieralloc_malloc(1 * MiB);
 	expect_eq(tieralloc_tier_of(big), 0);
-	expect_eq(ta_keep_released(0), released);
+	/* Nothing given back for it; the other MiB kept goes back, as the tier has no room
+	 * (test_headroom). */
+	expect_eq(ta_keep_released(0), released + 1 * MiB);
+	expect_eq(ta_keep_bytes(0), 0);
 	tieralloc_free(big);
 	set_limit(0, UINT64_MAX);
 	ta_keep_release(0);
@@ -142,6 +145,45 @@ static void test_no_room(void)
 	test_context("%s", "");
 }
 
+/* Kept pages never take the last 8 MiB of the tier's room (keep.c, headroom): a cgroup at its
+ * limit needs them for what is not charged. */
+static void test_headroom(void)
+{
+	test_context("kept pages leave 8 MiB of the tier's room");
+	set_limit(0, UINT64_MAX);
+	ta_keep_release(0);
+	char *live = tieralloc_malloc_tier(0, 24 * MiB); /* the bound: over what is freed */
+	char *a = tieralloc_malloc_tier(0, 16 * MiB);
+	touch(live, 24 * MiB);
+	touch(a, 16 * MiB);
+	set_limit(0, charged(0) + 4 * MiB);
+	uint64_t released = ta_keep_released(0);
+	tieralloc_free(a);
+	/* 4 MiB of room: 4 MiB of the 16 freed go back, the rest is kept. */
+	expect_ge(ta_keep_bytes(0), 11 * MiB);
+	expect_le(ta_keep_bytes(0), 12 * MiB);
+	expect_eq(ta_lheap_dirty(0), ta_keep_bytes(0));
+	expect_ge(ta_keep_released(0), released + 4 * MiB);
+	expect_ge(ta_charge_room_bytes(0, TA_LIMIT_HIGH), 8 * MiB);
+	/* Over the share (a lowered limit, forced charges), by however much: none is kept. */
+	char *c = tieralloc_malloc_tier(0, 16 * MiB);
+	touch(c, 16 * MiB);
+	set_limit(0, charged(0) - 12 * MiB);
+	tieralloc_free(c);
+	expect_eq(ta_keep_bytes(0), 0);
+	expect_eq(ta_lheap_dirty(0), 0);
+	/* With the room there, a free keeps all of it. */
+	set_limit(0, UINT64_MAX);
+	char *b = tieralloc_malloc_tier(0, 4 * MiB);
+	touch(b, 4 * MiB);
+	uint64_t before = ta_keep_bytes(0);
+	tieralloc_free(b);
+	expect_eq(ta_keep_bytes(0), before + 4 * MiB);
+	tieralloc_free(live);
+	ta_keep_release(0);
+	test_context("%s", "");
+}
+
 /* Kept over a second with nothing kept since: given back by the next slow path. */
 static void test_age(void)
 {
@@ -173,6 +215,7 @@ int main(int argc, char **argv)
 	test_bound();
 	test_pressure();
 	test_no_room();
+	test_headroom();
 	test_age();
 	return test_done();
 }
