@@ -74,9 +74,8 @@ static uint64_t bound(unsigned tier)
 /* Kept pages are a cache: they never take the last KEEP_HEADROOM of the tier's high share. The
  * cgroup's memory beyond the charges (page tables, the allocator's metadata, the kernel's own)
  * and the program's next block need it: with both tiers' heaps keeping freed blocks up to their
- * shares, a cgroup whose memory.max was glibc's peak + 3% + 2 MiB came to its limit with 195-198
- * MiB charged of 199 and was OOM-killed in 4 runs of 10, where glibc fit
- * (footprint.large_glibc). */
+ * shares, a cgroup whose memory.max was glibc's peak + 3% + 2 MiB (218M) was OOM-killed in 6
+ * runs of 12 where glibc fit (footprint.large_glibc, 6.1 guest, host loaded). */
 static void headroom(unsigned tier)
 {
 	uint64_t room = ta_charge_room_bytes(tier, TA_LIMIT_HIGH);
