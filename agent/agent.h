@@ -162,10 +162,11 @@ void ta_reclaim_tune(struct ta_reclaim_config *cfg, uint32_t interval_ms);
 uint64_t ta_reclaim_expiry_ns(uint32_t interval_ms);
 struct ta_reclaim;
 struct ta_agent_segments;
+struct ta_lease;
 struct ta_reclaim_options {
-	bool cap;	       /* hold victims at memory.high (pressure.c), leased (lease.h) */
-	uint64_t expiry_ns;    /* a cap not renewed for this long is restored by the keeper */
-	const char *state_dir; /* the leases' state files */
+	bool cap;		/* hold victims at memory.high (pressure.c), leased (lease.h) */
+	uint64_t expiry_ns;	/* a cap not renewed for this long is restored by the keeper */
+	struct ta_lease *lease; /* the agent's; NULL: no caps */
 };
 /* libcgroup started: NULL with a line in err when it cannot. Caps need cgroup v2 and the
  * keeper; without them the policy goes on with memory.reclaim alone, and says so. */

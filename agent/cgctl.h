@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Other cgroups' memory control files, for the agent's policies: read and written through
- * libcgroup (cgctl.c), parsed from their text (cgstat.c, pure). cgroup v2 first; v1 where it
- * has an equivalent. The allocator never uses this (it cannot link libcgroup: it allocates).
+ * Other cgroups' memory control files, for the agent's policies: the agent's one way to them.
+ * Read and written through libcgroup (cgctl.c), or by path and descriptor with plain system
+ * calls where libcgroup cannot serve (cgfile.c), parsed from their text (cgstat.c, pure); what
+ * a policy changes is leased (lease.h). cgroup v2 first; v1 where it has an equivalent. The
+ * allocator never uses this (it cannot link libcgroup: it allocates).
  */
 #ifndef TA_CGCTL_H
 #define TA_CGCTL_H
@@ -17,6 +19,18 @@ int ta_cgstat_value(const char *text, uint64_t *out);
 int ta_cgstat_key(const char *text, const char *key, uint64_t *out);
 /* total= of the KIND ("some" or "full") line of a PSI file (memory.pressure): 0, or -1. */
 int ta_cgstat_psi_total(const char *text, const char *kind, uint64_t *out);
+
+/* ---- cgfile.c: plain system calls, no allocation (the lease keeper uses them) ---- */
+/* DIR/FILE opened with flags (O_CLOEXEC added): a descriptor, or -1 with errno. */
+int ta_cgfile_open(const char *dir, const char *file, int flags);
+/* The one value a descriptor's file holds (a number, or "max": UINT64_MAX): 0, or -1. */
+int ta_cgfile_get(int fd, uint64_t *v);
+/* v ("max" for UINT64_MAX) written over the file: 0, or -1 with errno. */
+int ta_cgfile_set(int fd, uint64_t v);
+/* DIR/FILE into buf (len >= 2), cut at len - 1: its length, or -1 with errno. */
+int ta_cgfile_read(const char *dir, const char *file, char *buf, size_t len);
+/* DIR/FILE's one value: 0, or -1. */
+int ta_cgfile_value(const char *dir, const char *file, uint64_t *v);
 
 /* ---- cgctl.c: libcgroup ---- */
 /* What a sample could read: the figures the hierarchy has. */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Leases on a cgroup control file (lease.h). The table is shared with the keeper (MAP_SHARED,
- * made before the fork); a lease is found by its cgroup's path and is restored only while the
- * directory is still the one leased (its inode) and the file still holds what the agent wrote:
- * a cgroup made again under the same path, or an operator's later write, stands.
+ * Leases on cgroup control files (lease.h). The table is shared with the keeper (MAP_SHARED,
+ * made before the fork); a lease is found by its cgroup's path and its file, and is restored
+ * only while the directory is still the one leased (its inode) and the file still holds what
+ * the agent wrote: a cgroup made again under the same path, or an operator's later write,
+ * stands.
  *
  * The keeper is a child process that uses system calls and snprintf only (the agent has
  * threads when it forks). It polls the pipe whose write end only the agent holds: end of file
@@ -33,10 +34,14 @@
 #include "cgctl.h"
 #include "lease.h"
 
+#define FILE_MAX     32
+#define STATE_PREFIX "lease-"
+
 struct entry {
 	_Atomic int used;
 	char path[PATH_MAX];
-	uint64_t ino;
+	char file[FILE_MAX];
+	uint64_t ino, expiry_ns;
 	_Atomic uint64_t original, written, renewed_ns;
 	/* What the file held when the last hold was taken: the agent holds a value before it
 	 * writes it, so one that died between the two left this in the file. */
@@ -45,8 +50,7 @@ struct entry {
 
 struct ta_lease {
 	struct entry *e; /* TA_LEASE_MAX of them, shared with the keeper */
-	char file[64], state_dir[PATH_MAX], prefix[32];
-	uint64_t expiry_ns;
+	char state_dir[PATH_MAX];
 	pthread_mutex_t lock; /* the agent's threads */
 	int pipe_wr;
 	pid_t keeper;
@@ -55,14 +59,22 @@ struct ta_lease {
 static void value_text(uint64_t v, char *buf, size_t len)
 {
 	if (v == UINT64_MAX)
-		snprintf(buf, len, "max\n");
+		snprintf(buf, len, "max");
 	else
-		snprintf(buf, len, "%" PRIu64 "\n", v);
+		snprintf(buf, len, "%" PRIu64, v);
 }
 
-static void state_path(const struct ta_lease *l, uint64_t ino, char *buf, size_t len)
+static void state_path(const char *state_dir, uint64_t ino, const char *file, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%s-%" PRIu64, l->state_dir, l->prefix, ino);
+	snprintf(buf, len, "%s/" STATE_PREFIX "%" PRIu64 "-%s", state_dir, ino, file);
+}
+
+/* A control file the keeper may write: "memory." and a name, no path. */
+static bool file_ok(const char *file)
+{
+	size_t len = strlen(file);
+	return strncmp(file, "memory.", 7) == 0 && len > 7 && len < FILE_MAX &&
+	       strchr(file, '/') == NULL;
 }
 
 /* Writes original back to dir/file if dir is still inode ino and the file holds written (or
@@ -74,24 +86,15 @@ static int restore(const char *dir, const char *file, uint64_t ino, uint64_t ori
 	struct stat st;
 	if (stat(dir, &st) != 0 || (uint64_t)st.st_ino != ino)
 		return 0;
-	char path[PATH_MAX + 80], buf[32];
-	if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
-		return -1;
-	int fd = open(path, O_RDWR | O_CLOEXEC);
+	int fd = ta_cgfile_open(dir, file, O_RDWR);
 	if (fd < 0)
 		return -1;
-	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
 	uint64_t cur;
 	int rc = 0;
-	if (n > 0) {
-		buf[n] = '\0';
-		if (ta_cgstat_value(buf, &cur) == 0 && (cur == written || cur == before)) {
-			value_text(original, buf, sizeof(buf));
-			rc = pwrite(fd, buf, strlen(buf), 0) == (ssize_t)strlen(buf) ? 1 : -1;
-		}
-	} else {
+	if (ta_cgfile_get(fd, &cur) != 0)
 		rc = -1;
-	}
+	else if (cur == written || cur == before)
+		rc = ta_cgfile_set(fd, original) == 0 ? 1 : -1;
 	close(fd);
 	return rc;
 }
@@ -102,7 +105,6 @@ static void say(const char *who, const char *dir, const char *file, uint64_t wri
 	char line[PATH_MAX + 200], w[24], o[24];
 	value_text(written, w, sizeof(w));
 	value_text(original, o, sizeof(o));
-	w[strcspn(w, "\n")] = o[strcspn(o, "\n")] = '\0';
 	int len = snprintf(line, sizeof(line), "%s: %s: %s %s -> %s (the original)\n", who, dir,
 			   file, w, o);
 	if (len > 0 && write(STDOUT_FILENO, line, (size_t)len) < 0)
@@ -115,15 +117,16 @@ static void restore_states(const struct ta_lease *l)
 	DIR *d = opendir(l->state_dir);
 	if (d == NULL)
 		return;
-	size_t plen = strlen(l->prefix);
+	size_t plen = strlen(STATE_PREFIX);
 	for (struct dirent *de; (de = readdir(d)) != NULL;) {
 		char *end;
-		if (strncmp(de->d_name, l->prefix, plen) != 0 || de->d_name[plen] != '-')
+		if (strncmp(de->d_name, STATE_PREFIX, plen) != 0)
 			continue;
 		errno = 0;
-		unsigned long long ino = strtoull(de->d_name + plen + 1, &end, 10);
-		if (errno != 0 || *end != '\0')
+		unsigned long long ino = strtoull(de->d_name + plen, &end, 10);
+		if (errno != 0 || end == de->d_name + plen || *end != '-' || !file_ok(end + 1))
 			continue;
+		const char *file = end + 1;
 		char sp[2 * PATH_MAX], rec[PATH_MAX + 64], dir[PATH_MAX];
 		snprintf(sp, sizeof(sp), "%s/%s", l->state_dir, de->d_name);
 		int fd = open(sp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -136,24 +139,27 @@ static void restore_states(const struct ta_lease *l)
 			/* Only root writes the state directory, and restore() checks the
 			 * directory's inode. The path comes last: it may hold spaces. */
 			if (sscanf(rec, "%llu %llu %4095[^\n]", &orig, &written, dir) == 3 &&
-			    restore(dir, l->file, ino, orig, written, written) == 1)
-				say("tierallocd", dir, l->file, written, orig);
+			    restore(dir, file, ino, orig, written, written) == 1)
+				say("tierallocd: an earlier agent's lease", dir, file, written,
+				    orig);
 		}
 		unlink(sp);
 	}
 	closedir(d);
 }
 
+/* The record is rewritten in place and cut to its length: a crash between the two leaves
+ * only bytes after its newline, which restore_states() does not read. */
 static void state_write(const struct ta_lease *l, const struct entry *e)
 {
 	char sp[PATH_MAX + 64], rec[PATH_MAX + 64];
-	state_path(l, e->ino, sp, sizeof(sp));
-	int len = snprintf(rec, sizeof(rec), "%" PRIu64 " %" PRIu64 " %s\n",
+	state_path(l->state_dir, e->ino, e->file, sp, sizeof(sp));
+	int len = snprintf(rec, sizeof(rec), "%020" PRIu64 " %020" PRIu64 " %s\n",
 			   atomic_load(&e->original), atomic_load(&e->written), e->path);
-	int fd = open(sp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+	int fd = open(sp, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
 		return;
-	if (write(fd, rec, (size_t)len) != len)
+	if (pwrite(fd, rec, (size_t)len, 0) != len || ftruncate(fd, len) != 0)
 		unlink(sp);
 	close(fd);
 }
@@ -161,24 +167,32 @@ static void state_write(const struct ta_lease *l, const struct entry *e)
 static void forget(const struct ta_lease *l, struct entry *e)
 {
 	char sp[PATH_MAX + 64];
-	state_path(l, e->ino, sp, sizeof(sp));
+	state_path(l->state_dir, e->ino, e->file, sp, sizeof(sp));
 	unlink(sp);
 	atomic_store(&e->used, 0);
+}
+
+/* Restored (if the file still holds what the agent wrote) and forgotten. */
+static void give_back(const struct ta_lease *l, struct entry *e, const char *who)
+{
+	uint64_t w = atomic_load(&e->written), o = atomic_load(&e->original);
+	if (restore(e->path, e->file, e->ino, o, w, atomic_load(&e->before)) == 1)
+		say(who, e->path, e->file, w, o);
+	forget(l, e);
 }
 
 static void keeper(struct ta_lease *l, int rd)
 {
 	signal(SIGINT, SIG_IGN); /* a terminal's ^C or a SIGTERM is the agent's to act on */
 	signal(SIGTERM, SIG_IGN);
-	prctl(PR_SET_NAME, "tierallocd-cap");
+	prctl(PR_SET_NAME, "tierallocd-lease");
+	/* Only what it needs: the agent's BPF links, segments and sockets must not outlive it. */
 	long maxfd = sysconf(_SC_OPEN_MAX);
 	for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++)
 		if (fd != rd)
 			close(fd);
 	bool agent_gone = false;
-	int tick_ms = (int)(l->expiry_ns / 4000000u);
-	if (tick_ms < 10)
-		tick_ms = 10;
+	int tick_ms = 250;
 	for (;;) {
 		struct pollfd pfd = { .fd = rd, .events = POLLIN };
 		if (!agent_gone && poll(&pfd, 1, tick_ms) > 0) {
@@ -188,38 +202,39 @@ static void keeper(struct ta_lease *l, int rd)
 		} else if (agent_gone) {
 			poll(NULL, 0, tick_ms);
 		}
-		uint64_t now = ta_monotonic_ns();
+		uint64_t now = ta_monotonic_ns(), shortest = UINT64_MAX;
 		unsigned held = 0;
 		for (unsigned i = 0; i < TA_LEASE_MAX; i++) {
 			struct entry *e = &l->e[i];
 			if (!atomic_load(&e->used))
 				continue;
-			if (now - atomic_load(&e->renewed_ns) < l->expiry_ns) {
+			if (now - atomic_load(&e->renewed_ns) < e->expiry_ns) {
 				held++;
+				if (e->expiry_ns < shortest)
+					shortest = e->expiry_ns;
 				continue;
 			}
-			uint64_t w = atomic_load(&e->written), o = atomic_load(&e->original);
-			if (restore(e->path, l->file, e->ino, o, w, atomic_load(&e->before)) == 1)
-				say("tierallocd-cap: lease expired", e->path, l->file, w, o);
-			forget(l, e);
+			give_back(l, e, "tierallocd-lease: lease expired");
 		}
+		/* A quarter of the shortest expiry held: restored within 1.25 expiries. */
+		tick_ms = shortest == UINT64_MAX ? 250 : (int)(shortest / 4000000u);
+		if (tick_ms < 10)
+			tick_ms = 10;
+		if (tick_ms > 250)
+			tick_ms = 250;
 		if (agent_gone && held == 0)
 			_exit(0);
 	}
 }
 
-struct ta_lease *ta_lease_start(const char *file, const char *state_dir, const char *prefix,
-				uint64_t expiry_ns, char *err, size_t errlen)
+struct ta_lease *ta_lease_start(const char *state_dir, char *err, size_t errlen)
 {
 	struct ta_lease *l = calloc(1, sizeof(*l));
 	if (l == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	snprintf(l->file, sizeof(l->file), "%s", file);
 	snprintf(l->state_dir, sizeof(l->state_dir), "%s", state_dir);
-	snprintf(l->prefix, sizeof(l->prefix), "%s", prefix);
-	l->expiry_ns = expiry_ns;
 	l->pipe_wr = -1;
 	pthread_mutex_init(&l->lock, NULL);
 	mkdir(state_dir, 0755);
@@ -254,21 +269,28 @@ struct ta_lease *ta_lease_start(const char *file, const char *state_dir, const c
 	return l;
 }
 
-static struct entry *find(struct ta_lease *l, const char *cgroup)
+pid_t ta_lease_keeper(const struct ta_lease *l)
+{
+	return l->keeper;
+}
+
+static struct entry *find(struct ta_lease *l, const char *file, const char *cgroup)
 {
 	for (unsigned i = 0; i < TA_LEASE_MAX; i++)
-		if (atomic_load(&l->e[i].used) && strcmp(l->e[i].path, cgroup) == 0)
+		if (atomic_load(&l->e[i].used) && strcmp(l->e[i].path, cgroup) == 0 &&
+		    strcmp(l->e[i].file, file) == 0)
 			return &l->e[i];
 	return NULL;
 }
 
-int ta_lease_hold(struct ta_lease *l, const char *cgroup, uint64_t original, uint64_t written)
+int ta_lease_hold(struct ta_lease *l, const struct ta_lease_kind *k, const char *cgroup,
+		  uint64_t original, uint64_t written)
 {
 	struct stat st;
-	if (stat(cgroup, &st) != 0)
+	if (!file_ok(k->file) || strlen(cgroup) >= PATH_MAX || stat(cgroup, &st) != 0)
 		return -1;
 	pthread_mutex_lock(&l->lock);
-	struct entry *e = find(l, cgroup);
+	struct entry *e = find(l, k->file, cgroup);
 	if (e != NULL && e->ino != (uint64_t)st.st_ino) {
 		forget(l, e); /* the same path, another cgroup: its lease is over */
 		e = NULL;
@@ -282,12 +304,14 @@ int ta_lease_hold(struct ta_lease *l, const char *cgroup, uint64_t original, uin
 			return -1;
 		}
 		snprintf(e->path, sizeof(e->path), "%s", cgroup);
+		snprintf(e->file, sizeof(e->file), "%s", k->file);
 		e->ino = (uint64_t)st.st_ino;
 		atomic_store(&e->original, original);
 		atomic_store(&e->before, original);
 	} else {
 		atomic_store(&e->before, atomic_load(&e->written));
 	}
+	e->expiry_ns = k->expiry_ns;
 	atomic_store(&e->written, written);
 	atomic_store(&e->renewed_ns, ta_monotonic_ns());
 	atomic_store(&e->used, 1);
@@ -296,29 +320,39 @@ int ta_lease_hold(struct ta_lease *l, const char *cgroup, uint64_t original, uin
 	return 0;
 }
 
-void ta_lease_renew(struct ta_lease *l)
+void ta_lease_renew(struct ta_lease *l, const struct ta_lease_kind *k)
 {
 	uint64_t now = ta_monotonic_ns();
 	for (unsigned i = 0; i < TA_LEASE_MAX; i++)
-		if (atomic_load(&l->e[i].used))
+		if (atomic_load(&l->e[i].used) && strcmp(l->e[i].file, k->file) == 0)
 			atomic_store(&l->e[i].renewed_ns, now);
 }
 
-void ta_lease_drop(struct ta_lease *l, const char *cgroup)
+void ta_lease_drop(struct ta_lease *l, const struct ta_lease_kind *k, const char *cgroup)
 {
 	pthread_mutex_lock(&l->lock);
-	struct entry *e = find(l, cgroup);
+	struct entry *e = find(l, k->file, cgroup);
 	if (e != NULL)
 		forget(l, e);
 	pthread_mutex_unlock(&l->lock);
 }
 
-bool ta_lease_held(struct ta_lease *l, const char *cgroup)
+bool ta_lease_held(struct ta_lease *l, const struct ta_lease_kind *k, const char *cgroup)
 {
 	pthread_mutex_lock(&l->lock);
-	bool held = find(l, cgroup) != NULL;
+	bool held = find(l, k->file, cgroup) != NULL;
 	pthread_mutex_unlock(&l->lock);
 	return held;
+}
+
+void ta_lease_release(struct ta_lease *l, const struct ta_lease_kind *k)
+{
+	pthread_mutex_lock(&l->lock);
+	for (unsigned i = 0; i < TA_LEASE_MAX; i++)
+		if (atomic_load(&l->e[i].used) && strcmp(l->e[i].file, k->file) == 0)
+			give_back(l, &l->e[i], "tierallocd: stopped");
+	pthread_mutex_unlock(&l->lock);
+	fflush(stdout);
 }
 
 void ta_lease_stop(struct ta_lease *l)
@@ -326,15 +360,9 @@ void ta_lease_stop(struct ta_lease *l)
 	if (l == NULL)
 		return;
 	pthread_mutex_lock(&l->lock);
-	for (unsigned i = 0; i < TA_LEASE_MAX; i++) {
-		struct entry *e = &l->e[i];
-		if (!atomic_load(&e->used))
-			continue;
-		uint64_t w = atomic_load(&e->written), o = atomic_load(&e->original);
-		if (restore(e->path, l->file, e->ino, o, w, atomic_load(&e->before)) == 1)
-			say("tierallocd: stopped", e->path, l->file, w, o);
-		forget(l, e);
-	}
+	for (unsigned i = 0; i < TA_LEASE_MAX; i++)
+		if (atomic_load(&l->e[i].used))
+			give_back(l, &l->e[i], "tierallocd: stopped");
 	pthread_mutex_unlock(&l->lock);
 	close(l->pipe_wr);
 	waitpid(l->keeper, NULL, 0);

@@ -13,8 +13,7 @@
  *   memory.low follows it down in steps of at least cfg->step.
  * The request never goes below the memory.low found (the administrator's) nor above the cap.
  */
-#include <errno.h>
-#include <stdlib.h>
+
 #include <string.h>
 
 #include "protect.h"
@@ -119,19 +118,4 @@ uint64_t ta_protect_cap(uint64_t parent_budget, const uint64_t *sibling_claims, 
 	for (unsigned i = 0; i < n; i++)
 		left = sibling_claims[i] >= left ? 0 : left - sibling_claims[i];
 	return left;
-}
-
-int ta_protect_parse(const char *text, uint64_t *out)
-{
-	if (strncmp(text, "max", 3) == 0 && (text[3] == '\0' || text[3] == '\n')) {
-		*out = UINT64_MAX;
-		return 0;
-	}
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(text, &end, 10);
-	if (end == text || errno != 0 || text[0] == '-' || (*end != '\0' && *end != '\n'))
-		return -1;
-	*out = v;
-	return 0;
 }

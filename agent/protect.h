@@ -68,7 +68,4 @@ void ta_protect_stolen(const struct ta_protect_cfg *cfg, struct ta_protect_state
  * effective protection counts them). */
 uint64_t ta_protect_cap(uint64_t parent_budget, const uint64_t *sibling_claims, unsigned n);
 
-/* A cgroup file's value: a number, or "max" (UINT64_MAX); -1 for anything else. */
-int ta_protect_parse(const char *text, uint64_t *out);
-
 #endif

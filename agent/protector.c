@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Policy 2's runner (tierallocd --protect CGROUP, issue 17): a thread that samples each victim's
- * memory.current and writes the memory.low that protect.c decides, and a lease keeper process
- * that restores memory.low when the requests stop being renewed.
+ * memory.current and writes the memory.low that protect.c decides, under the agent's leases
+ * (lease.h), which restore memory.low when the requests stop being renewed.
  *
  * - Hot path: the files are opened once and read and written with pread/pwrite. libcgroup's
  *   cgroup_set_value_* opens, writes and closes the file on every write (docs/DESIGN-NOTES.md).
@@ -11,13 +11,12 @@
  *   starting against its children), at most twice the timer's rate (run()).
  * - Cap: the parent's protection less the siblings' claims (protect.c), refreshed every second;
  *   a parent without protection files (the root cgroup) sets none.
- * - Lease: every sample renews the request. A keeper process forked at start (named
- *   tierallocd-lease) holds memory.low open; once a request has not been renewed for the expiry
- *   (the agent hung, stopped, or was killed, SIGKILL included), it writes the original value back
- *   (only if memory.low still holds what the agent wrote: a later administrator's write stands)
- *   and, once the agent is gone and all is restored, exits. The original is also kept in
- *   STATE_DIR/protect-INODE while raised, so that an agent started after both died takes it as
- *   the floor again instead of the raised value.
+ * - Lease: a raised memory.low is leased (lease.h) before it is written, and every round renews
+ *   the leases. The agent's lease keeper writes the original back once they have not been
+ *   renewed for the expiry (the agent hung, stopped, or was killed, SIGKILL included), only if
+ *   memory.low still holds what the agent wrote (a later administrator's write stands); an agent
+ *   started after both died restores it from the lease's state file before this runner starts,
+ *   so that the original, not the raised value, is the floor again.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -26,37 +25,23 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/base.h"
 #include "cgctl.h"
+#include "lease.h"
 #include "prom.h"
 #include "protector.h"
 
-/* What the agent and the keeper share (MAP_SHARED, made before the fork). */
-struct lease {
-	_Atomic uint64_t renewed_ns; /* CLOCK_MONOTONIC of the last renewal */
-	_Atomic uint64_t written;    /* what the agent last wrote to memory.low */
-	_Atomic uint64_t original;   /* what to restore */
-	_Atomic int raised;	     /* written != original and not restored */
-};
-
 struct victim {
-	char path[PATH_MAX], parent[PATH_MAX], state[PATH_MAX];
+	char path[PATH_MAX], parent[PATH_MAX];
 	unsigned long long ino;
 	int fd_current, fd_low, fd_events; /* fd_events: the parent's memory.events, or -1 */
-	int fd_state;			   /* STATE_DIR/protect-INODE, or -1 */
 	uint64_t cap, cap_ns;
 	struct ta_protect_state st;
 	uint64_t events, errors;
@@ -73,17 +58,10 @@ struct victim {
 /* The victim's pgsteal (memory.stat, in pages), or UINT64_MAX. */
 static uint64_t pgsteal_of(const struct victim *v)
 {
-	char path[PATH_MAX + 32], buf[8192];
-	snprintf(path, sizeof(path), "%s/memory.stat", v->path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return UINT64_MAX;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
+	char buf[8192];
 	uint64_t value;
-	if (n <= 0)
+	if (ta_cgfile_read(v->path, "memory.stat", buf, sizeof(buf)) <= 0)
 		return UINT64_MAX;
-	buf[n] = '\0';
 	return ta_cgstat_key(buf, "pgsteal", &value) == 0 ? value : UINT64_MAX;
 }
 
@@ -99,11 +77,10 @@ struct ta_protector {
 	struct victim v[TA_PROTECT_MAX];
 	unsigned n;
 	struct ta_protect_cfg cfg;
-	uint64_t interval_ns, expiry_ns;
-	struct lease *lease; /* n of them */
-	int stop_pipe[2];    /* the thread's wake-up to stop */
-	int keeper_pipe;     /* write end: closed (or the agent dead) tells the keeper */
-	pid_t keeper;
+	uint64_t interval_ns;
+	struct ta_lease *lease;	   /* the agent's */
+	struct ta_lease_kind kind; /* memory.low, the expiry */
+	int stop_pipe[2];	   /* the thread's wake-up to stop */
 	pthread_t thread;
 	bool started, print;
 	struct ta_steals *steals; /* NULL: none */
@@ -112,44 +89,13 @@ struct ta_protector {
 	struct snapshot snap[TA_PROTECT_MAX];
 };
 
-/* A cgroup file's value through an open descriptor: 0, or -1. */
-static int pread_value(int fd, uint64_t *v)
-{
-	char buf[32];
-	ssize_t r = pread(fd, buf, sizeof(buf) - 1, 0);
-	if (r <= 0)
-		return -1;
-	buf[r] = '\0';
-	return ta_protect_parse(buf, v);
-}
-
-static int pwrite_value(int fd, uint64_t v)
-{
-	char buf[32];
-	int len = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", v);
-	return pwrite(fd, buf, (size_t)len, 0) == len ? 0 : -1;
-}
-
-/* A file's value by path (open, read, close): the slow path, for the cap. */
-static int read_value(const char *dir, const char *name, uint64_t *v)
-{
-	char path[PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	int rc = pread_value(fd, v);
-	close(fd);
-	return rc;
-}
-
 /* The parent's budget less the siblings' claims (ta_protect_cap). */
 static uint64_t parent_cap(const struct victim *v)
 {
 	uint64_t low, min;
-	if (read_value(v->parent, "memory.low", &low) != 0)
+	if (ta_cgfile_value(v->parent, "memory.low", &low) != 0)
 		return UINT64_MAX; /* the root cgroup: no budget to keep within */
-	if (read_value(v->parent, "memory.min", &min) == 0 && min > low)
+	if (ta_cgfile_value(v->parent, "memory.min", &min) == 0 && min > low)
 		low = min;
 	uint64_t claims[64];
 	unsigned n = 0;
@@ -164,85 +110,12 @@ static uint64_t parent_cap(const struct victim *v)
 		    strcmp(sib, v->path) == 0)
 			continue;
 		uint64_t sl, sc;
-		if (read_value(sib, "memory.low", &sl) == 0 &&
-		    read_value(sib, "memory.current", &sc) == 0)
+		if (ta_cgfile_value(sib, "memory.low", &sl) == 0 &&
+		    ta_cgfile_value(sib, "memory.current", &sc) == 0)
 			claims[n++] = sl < sc ? sl : sc;
 	}
 	closedir(d);
 	return ta_protect_cap(low, claims, n);
-}
-
-/* The state file's one record, fixed width: one pwrite replaces it whole. */
-static void state_write(const struct victim *v, uint64_t original, uint64_t written)
-{
-	char rec[64];
-	int len = snprintf(rec, sizeof(rec), "original=%020" PRIu64 " written=%020" PRIu64 "\n",
-			   original, written);
-	if (v->fd_state >= 0 && pwrite(v->fd_state, rec, (size_t)len, 0) != len)
-		return;
-}
-
-/* ---- the keeper (a child process: system calls and snprintf only, no allocation) ---- */
-
-static void keeper_say(const char *path, uint64_t from, uint64_t to)
-{
-	char line[PATH_MAX + 128];
-	int len = snprintf(line, sizeof(line),
-			   "tierallocd-lease: %s: request expired, memory.low %" PRIu64
-			   " -> %" PRIu64 " (the original)\n",
-			   path, from, to);
-	if (len > 0 && write(STDOUT_FILENO, line, (size_t)len) < 0)
-		return;
-}
-
-static void keeper(struct ta_protector *p, int rd)
-{
-	signal(SIGINT, SIG_IGN); /* a terminal's ^C or a SIGTERM is the agent's to act on */
-	signal(SIGTERM, SIG_IGN);
-	prctl(PR_SET_NAME, "tierallocd-lease");
-	/* Only what it needs: the agent's BPF links, segments and sockets must not outlive it. */
-	long maxfd = sysconf(_SC_OPEN_MAX);
-	for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++) {
-		bool keep = fd == rd;
-		for (unsigned i = 0; i < p->n; i++)
-			keep |= fd == p->v[i].fd_low;
-		if (!keep)
-			close(fd);
-	}
-	bool agent_gone = false;
-	int tick_ms = (int)(p->expiry_ns / 4000000u);
-	for (;;) {
-		struct pollfd pfd = { .fd = rd, .events = POLLIN };
-		if (!agent_gone && poll(&pfd, 1, tick_ms < 10 ? 10 : tick_ms) > 0) {
-			char c;
-			if (read(rd, &c, 1) <= 0)
-				agent_gone = true; /* closed: stopped, or killed */
-		} else if (agent_gone) {
-			poll(NULL, 0, tick_ms < 10 ? 10 : tick_ms);
-		}
-		uint64_t now = ta_monotonic_ns();
-		unsigned raised = 0;
-		for (unsigned i = 0; i < p->n; i++) {
-			struct lease *l = &p->lease[i];
-			if (!atomic_load(&l->raised))
-				continue;
-			if (now - atomic_load(&l->renewed_ns) < p->expiry_ns) {
-				raised++;
-				continue;
-			}
-			uint64_t cur, w = atomic_load(&l->written),
-				      orig = atomic_load(&l->original);
-			if (pread_value(p->v[i].fd_low, &cur) == 0 && cur == w &&
-			    pwrite_value(p->v[i].fd_low, orig) == 0)
-				keeper_say(p->v[i].path, w, orig);
-			atomic_store(&l->raised, 0);
-		}
-		if (agent_gone && raised == 0) {
-			for (unsigned i = 0; i < p->n; i++)
-				unlink(p->v[i].state);
-			_exit(0);
-		}
-	}
 }
 
 /* ---- the thread ---- */
@@ -263,25 +136,21 @@ static void say_write(const struct victim *v, uint64_t from, uint64_t to, enum t
 static void sample(struct ta_protector *p, unsigned i, uint64_t now)
 {
 	struct victim *v = &p->v[i];
-	struct lease *l = &p->lease[i];
 	uint64_t usage, value;
 	if (now - v->cap_ns >= 1000000000u) {
 		v->cap = parent_cap(v);
 		v->cap_ns = now;
 		/* Someone else wrote memory.low meanwhile: theirs is the new floor. */
 		uint64_t low;
-		if (pread_value(v->fd_low, &low) == 0 && low != v->st.written) {
+		if (ta_cgfile_get(v->fd_low, &low) == 0 && low != v->st.written) {
 			printf("tierallocd: protect %s: memory.low set to %" PRIu64
 			       " by someone else: the new floor\n",
 			       v->path, low);
 			v->st.original = v->st.written = low;
-			atomic_store(&l->original, low);
-			atomic_store(&l->written, low);
-			atomic_store(&l->raised, 0);
-			state_write(v, low, low);
+			ta_lease_drop(p->lease, &p->kind, v->path);
 		}
 	}
-	if (pread_value(v->fd_current, &usage) != 0) {
+	if (ta_cgfile_get(v->fd_current, &usage) != 0) {
 		v->errors++;
 		return;
 	}
@@ -296,23 +165,28 @@ static void sample(struct ta_protector *p, unsigned i, uint64_t now)
 	v->usage = usage;
 	uint64_t before = v->st.written;
 	enum ta_protect_why why = ta_protect_sample(&p->cfg, &v->st, usage, v->cap, now, &value);
-	atomic_store(&l->renewed_ns, now);
 	if (why == TA_PROTECT_NONE)
 		return;
 	bool raise = value != v->st.original;
 	/* The lease first: the keeper, or the next agent, must know what to restore before
-	 * memory.low is raised. */
-	state_write(v, v->st.original, value);
-	atomic_store(&l->written, value);
-	atomic_store(&l->raised, raise ? 1 : 0);
-	if (pwrite_value(v->fd_low, value) != 0) {
+	 * memory.low is raised. No lease, no raise. */
+	if (raise && ta_lease_hold(p->lease, &p->kind, v->path, v->st.original, value) != 0) {
 		v->errors++;
 		v->st.written = before;
-		atomic_store(&l->written, before);
-		atomic_store(&l->raised, before != v->st.original);
-		state_write(v, v->st.original, before);
 		return;
 	}
+	if (ta_cgfile_set(v->fd_low, value) != 0) {
+		v->errors++;
+		v->st.written = before;
+		/* The file still holds before: the lease says so, or goes. */
+		if (before == v->st.original)
+			ta_lease_drop(p->lease, &p->kind, v->path);
+		else if (raise)
+			ta_lease_hold(p->lease, &p->kind, v->path, v->st.original, before);
+		return;
+	}
+	if (!raise)
+		ta_lease_drop(p->lease, &p->kind, v->path); /* back at the original */
 	v->last_write_ns = now;
 	say_write(v, before, value, why, usage);
 }
@@ -397,14 +271,14 @@ static void *run(void *arg)
 		last = now;
 		for (unsigned i = 0; i < p->n; i++)
 			sample(p, i, now);
+		ta_lease_renew(p->lease, &p->kind);
 		snapshot_take(p);
 	}
 }
 
 /* ---- start and stop ---- */
 
-static int open_victim(struct victim *v, const char *arg, const char *state_dir, char *err,
-		       size_t errlen)
+static int open_victim(struct victim *v, const char *arg, char *err, size_t errlen)
 {
 	if (arg[0] == '/')
 		snprintf(v->path, sizeof(v->path), "%s", arg);
@@ -423,13 +297,9 @@ static int open_victim(struct victim *v, const char *arg, const char *state_dir,
 	char *slash = strrchr(v->parent, '/');
 	if (slash != NULL && slash != v->parent)
 		*slash = '\0';
-	snprintf(v->state, sizeof(v->state), "%s/protect-%llu", state_dir, v->ino);
 	v->pgsteal0 = v->pgsteal_final = UINT64_MAX;
-	char path[PATH_MAX + 32];
-	snprintf(path, sizeof(path), "%s/memory.current", v->path);
-	v->fd_current = open(path, O_RDONLY | O_CLOEXEC);
-	snprintf(path, sizeof(path), "%s/memory.low", v->path);
-	v->fd_low = open(path, O_RDWR | O_CLOEXEC);
+	v->fd_current = ta_cgfile_open(v->path, "memory.current", O_RDONLY);
+	v->fd_low = ta_cgfile_open(v->path, "memory.low", O_RDWR);
 	if (v->fd_current < 0 || v->fd_low < 0) {
 		snprintf(err, errlen,
 			 "--protect %s: cannot open its memory.current and memory.low (%s): "
@@ -437,29 +307,8 @@ static int open_victim(struct victim *v, const char *arg, const char *state_dir,
 			 arg, strerror(errno));
 		return -1;
 	}
-	snprintf(path, sizeof(path), "%s/memory.events", v->parent);
-	v->fd_events = open(path, O_RDONLY | O_CLOEXEC);
+	v->fd_events = ta_cgfile_open(v->parent, "memory.events", O_RDONLY);
 	return 0;
-}
-
-/* The floor: memory.low now, or the original an earlier agent recorded if memory.low still
- * holds what that agent wrote. */
-static uint64_t find_original(const struct victim *v)
-{
-	uint64_t low = 0, orig, written;
-	pread_value(v->fd_low, &low);
-	FILE *f = fopen(v->state, "re");
-	if (f == NULL)
-		return low;
-	int got = fscanf(f, "original=%" SCNu64 " written=%" SCNu64, &orig, &written);
-	fclose(f);
-	if (got == 2 && written == low) {
-		printf("tierallocd: protect %s: memory.low %" PRIu64
-		       " was raised by an earlier agent; its original %" PRIu64 " is the floor\n",
-		       v->path, low, orig);
-		return orig;
-	}
-	return low;
 }
 
 struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
@@ -469,6 +318,11 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 		snprintf(err, errlen, "--protect: 1 to %d cgroups", TA_PROTECT_MAX);
 		return NULL;
 	}
+	if (o->lease == NULL) {
+		snprintf(err, errlen,
+			 "--protect: no lease keeper: memory.low is not raised unleased");
+		return NULL;
+	}
 	struct ta_protector *p = calloc(1, sizeof(*p));
 	if (p == NULL) {
 		snprintf(err, errlen, "out of memory");
@@ -476,43 +330,25 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 	}
 	p->cfg = ta_protect_default_cfg;
 	p->interval_ns = o->interval_ms * 1000000u;
-	p->expiry_ns = o->expiry_ms * 1000000u;
+	p->lease = o->lease;
+	p->kind =
+	    (struct ta_lease_kind){ .file = "memory.low", .expiry_ns = o->expiry_ms * 1000000u };
 	p->print = o->print;
 	p->steals = o->steals;
-	p->stop_pipe[0] = p->stop_pipe[1] = p->keeper_pipe = -1;
-	p->keeper = -1;
+	p->stop_pipe[0] = p->stop_pipe[1] = -1;
 	pthread_mutex_init(&p->snap_lock, NULL);
 	for (unsigned i = 0; i < TA_PROTECT_MAX; i++)
-		p->v[i].fd_current = p->v[i].fd_low = p->v[i].fd_events = p->v[i].fd_state = -1;
-	mkdir(o->state_dir, 0755);
+		p->v[i].fd_current = p->v[i].fd_low = p->v[i].fd_events = -1;
 	for (unsigned i = 0; i < n; i++, p->n++)
-		if (open_victim(&p->v[i], cgroups[i], o->state_dir, err, errlen) != 0)
+		if (open_victim(&p->v[i], cgroups[i], err, errlen) != 0)
 			goto fail;
-	p->lease = mmap(NULL, sizeof(struct lease) * n, PROT_READ | PROT_WRITE,
-			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (p->lease == MAP_FAILED) {
-		p->lease = NULL;
-		snprintf(err, errlen, "--protect: mmap: %s", strerror(errno));
-		goto fail;
-	}
 	uint64_t now = ta_monotonic_ns();
 	for (unsigned i = 0; i < n; i++) {
 		struct victim *v = &p->v[i];
-		uint64_t orig = find_original(v);
+		/* An earlier agent's raise, if it left one, was restored when the lease started. */
+		uint64_t orig = 0;
+		ta_cgfile_get(v->fd_low, &orig);
 		ta_protect_init(&v->st, orig);
-		/* memory.low may still hold an earlier agent's raise: written is what it holds. */
-		pread_value(v->fd_low, &v->st.written);
-		atomic_store(&p->lease[i].original, orig);
-		atomic_store(&p->lease[i].written, v->st.written);
-		atomic_store(&p->lease[i].renewed_ns, now);
-		atomic_store(&p->lease[i].raised, v->st.written != orig);
-		v->fd_state = open(v->state, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-		if (v->fd_state < 0)
-			printf(
-			    "tierallocd: protect %s: no state file %s (%s): a restart after the "
-			    "lease keeper died too would take a raised memory.low as the floor\n",
-			    v->path, v->state, strerror(errno));
-		state_write(v, orig, v->st.written);
 		v->cap = parent_cap(v);
 		v->cap_ns = now;
 		if (p->steals != NULL) {
@@ -530,25 +366,10 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 		}
 	}
 	snapshot_take(p);
-	int kp[2];
-	if (pipe2(p->stop_pipe, O_CLOEXEC) != 0 || pipe2(kp, O_CLOEXEC) != 0) {
+	if (pipe2(p->stop_pipe, O_CLOEXEC) != 0) {
 		snprintf(err, errlen, "--protect: pipe: %s", strerror(errno));
 		goto fail;
 	}
-	fflush(stdout);
-	p->keeper = fork();
-	if (p->keeper < 0) {
-		snprintf(err, errlen, "--protect: fork: %s", strerror(errno));
-		close(kp[0]);
-		close(kp[1]);
-		goto fail;
-	}
-	if (p->keeper == 0) {
-		close(kp[1]);
-		keeper(p, kp[0]);
-	}
-	close(kp[0]);
-	p->keeper_pipe = kp[1];
 	if (pthread_create(&p->thread, NULL, run, p) != 0) {
 		snprintf(err, errlen, "--protect: cannot start its thread");
 		goto fail;
@@ -562,7 +383,7 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 		       p->v[i].cap == UINT64_MAX ? "none (the parent is the root)" : "the parent's",
 		       p->v[i].fd_events >= 0 ? "the parent's memory.events and " : "",
 		       p->v[i].watched ? "reclaim of its pages (BPF) and a timer" : "a timer",
-		       o->interval_ms, o->expiry_ms, (int)p->keeper);
+		       o->interval_ms, o->expiry_ms, (int)ta_lease_keeper(p->lease));
 	fflush(stdout);
 	return p;
 fail:
@@ -702,26 +523,8 @@ void ta_protector_stop(struct ta_protector *p)
 			final_count(p, &p->v[i], &p->v[i].pgsteal_final);
 		ta_protector_report(p, stdout);
 	}
-	/* Restore what was raised, then let the keeper go with nothing left to do. */
-	for (unsigned i = 0; i < p->n; i++) {
-		struct victim *v = &p->v[i];
-		if (p->lease == NULL || !atomic_load(&p->lease[i].raised))
-			continue;
-		uint64_t cur;
-		if (pread_value(v->fd_low, &cur) == 0 && cur == v->st.written &&
-		    pwrite_value(v->fd_low, v->st.original) == 0)
-			printf("tierallocd: protect %s: stopped, memory.low %" PRIu64 " -> %" PRIu64
-			       " (the original)\n",
-			       v->path, cur, v->st.original);
-		atomic_store(&p->lease[i].raised, 0);
-	}
-	for (unsigned i = 0; i < p->n; i++)
-		if (p->v[i].fd_state >= 0)
-			unlink(p->v[i].state);
-	if (p->keeper_pipe >= 0)
-		close(p->keeper_pipe);
-	if (p->keeper > 0)
-		waitpid(p->keeper, NULL, 0);
+	/* What was raised goes back to the original (when memory.low still holds the raise). */
+	ta_lease_release(p->lease, &p->kind);
 	for (unsigned i = 0; i < p->n; i++) {
 		if (p->v[i].fd_current >= 0)
 			close(p->v[i].fd_current);
@@ -729,15 +532,11 @@ void ta_protector_stop(struct ta_protector *p)
 			close(p->v[i].fd_low);
 		if (p->v[i].fd_events >= 0)
 			close(p->v[i].fd_events);
-		if (p->v[i].fd_state >= 0)
-			close(p->v[i].fd_state);
 	}
 	if (p->stop_pipe[0] >= 0) {
 		close(p->stop_pipe[0]);
 		close(p->stop_pipe[1]);
 	}
-	if (p->lease != NULL)
-		munmap(p->lease, sizeof(struct lease) * p->n);
 	pthread_mutex_destroy(&p->snap_lock);
 	free(p);
 	fflush(stdout);

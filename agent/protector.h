@@ -7,14 +7,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "lease.h"
 #include "protect.h"
 #include "status.h"
 #include "steals.h"
 
 struct ta_protector_opts {
-	uint64_t interval_ms;  /* sample at least this often */
-	uint64_t expiry_ms;    /* a request not renewed for this long is undone */
-	const char *state_dir; /* where the originals are kept while raised */
+	uint64_t interval_ms;	/* sample at least this often */
+	uint64_t expiry_ms;	/* a request not renewed for this long is undone */
+	struct ta_lease *lease; /* the agent's (lease.h): each raise is leased */
 	bool print;
 	/* The kernel's word on reclaim taking the victims' pages (BPF), or NULL: then stealing
 	 * is seen from memory.current's fall alone. The protector watches its victims with it;
@@ -24,8 +25,8 @@ struct ta_protector_opts {
 
 struct ta_protector;
 
-/* Open the victims' files (CGROUP: a path under /sys/fs/cgroup, or absolute), fork the lease
- * keeper and start sampling: the protector, or NULL with the reason in err. */
+/* Open the victims' files (CGROUP: a path under /sys/fs/cgroup, or absolute) and start
+ * sampling: the protector, or NULL with the reason in err. */
 struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 					const struct ta_protector_opts *o, char *err,
 					size_t errlen);
@@ -38,7 +39,8 @@ int ta_protector_status(struct ta_protector *p, FILE *f);
 /* Its gauges and counters per victim in Prometheus' text format (tieralloc_agent_protect_*):
  * 0, or -1 if f failed. */
 int ta_protector_metrics(struct ta_protector *p, FILE *f);
-/* Stop sampling, restore the original memory.low values, let the keeper go. NULL: nothing. */
+/* Stop sampling, restore the original memory.low values (the lease stays the caller's to
+ * stop). NULL: nothing. */
 void ta_protector_stop(struct ta_protector *p);
 
 #endif

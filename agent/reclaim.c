@@ -87,7 +87,8 @@ struct ta_reclaim {
 	unsigned n;
 	bool can_write; /* cgroup v2: memory.reclaim */
 	bool said_no_reclaim;
-	struct ta_lease *lease; /* the caps' (NULL: no caps) */
+	struct ta_lease *lease;	   /* the agent's, for the caps (NULL: no caps) */
+	struct ta_lease_kind kind; /* memory.high, the expiry */
 	struct entry e[TA_PRESS_MAX];
 	struct ta_press_cg cg[TA_PRESS_MAX];
 	struct ta_agent_cgroup segs[TA_PRESS_MAX];
@@ -168,7 +169,7 @@ static int cap_write(struct ta_reclaim *r, const struct job *j, uint64_t *reache
 		    ta_cgstat_value(buf, &usage) != 0)
 			usage = *reached;
 		uint64_t v = lift ? cap : ta_press_cap_next(*reached, usage, cap);
-		if (!lift && ta_lease_hold(r->lease, j->path, j->high_orig, v) != 0) {
+		if (!lift && ta_lease_hold(r->lease, &r->kind, j->path, j->high_orig, v) != 0) {
 			rc = -1;
 			*err = ENOSPC; /* every lease held */
 		} else {
@@ -181,13 +182,13 @@ static int cap_write(struct ta_reclaim *r, const struct job *j, uint64_t *reache
 		if (rc != 0) {
 			/* Not written: a lease taken for it would restore a value never there. */
 			if (!lift && (e == NULL || e->cap == UINT64_MAX))
-				ta_lease_drop(r->lease, j->path);
+				ta_lease_drop(r->lease, &r->kind, j->path);
 			break;
 		}
 		*reached = v;
 		(*writes)++;
 		if (lift)
-			ta_lease_drop(r->lease, j->path);
+			ta_lease_drop(r->lease, &r->kind, j->path);
 		if (e != NULL) {
 			if (e->cap == UINT64_MAX && !lift)
 				e->high_orig = j->high_orig;
@@ -284,20 +285,17 @@ struct ta_reclaim *ta_reclaim_new(const struct ta_reclaim_options *o, char *err,
 	r->can_write = ta_cgctl_version() == 2;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->wake, NULL);
-	/* The keeper is forked before the worker thread starts. */
+	r->kind = (struct ta_lease_kind){ .file = "memory.high", .expiry_ns = o->expiry_ns };
 	if (r->can_write && o->cap) {
 		struct sigaction sa = { .sa_handler = on_kick, .sa_flags = SA_RESTART };
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGUSR2, &sa, NULL);
-		char lerr[128];
-		r->lease = ta_lease_start("memory.high", o->state_dir, "cap", o->expiry_ns, lerr,
-					  sizeof(lerr));
+		r->lease = o->lease;
 		if (r->lease == NULL)
-			printf("tierallocd: reclaim: no caps: %s\n", lerr);
+			printf("tierallocd: reclaim: no caps: no lease keeper\n");
 	}
 	if (r->can_write && pthread_create(&r->worker, NULL, work, r) != 0) {
 		snprintf(err, errlen, "cannot start its thread (%s)", strerror(errno));
-		ta_lease_stop(r->lease);
 		free(r);
 		return NULL;
 	}
@@ -336,7 +334,8 @@ void ta_reclaim_free(struct ta_reclaim *r)
 		}
 	}
 	fflush(stdout);
-	ta_lease_stop(r->lease); /* every cap back to the cgroup's own memory.high */
+	if (r->lease != NULL)
+		ta_lease_release(r->lease, &r->kind); /* every cap back to its own memory.high */
 	free(r);
 }
 
@@ -515,7 +514,8 @@ static unsigned sample(struct ta_reclaim *r, const struct ta_reclaim_config *cfg
 		if (ta_cgctl_sample(e->path, &c->now) == 0) {
 			e->have_prev = false; /* gone, or not a memory cgroup (yet) */
 			if (e->cap != UINT64_MAX && !e->queued) {
-				ta_lease_drop(r->lease, e->path); /* nothing left to restore */
+				ta_lease_drop(r->lease, &r->kind,
+					      e->path); /* nothing left to restore */
 				e->cap = UINT64_MAX;
 			}
 			continue;
@@ -527,11 +527,11 @@ static unsigned sample(struct ta_reclaim *r, const struct ta_reclaim_config *cfg
 		 * expiry, or an operator wrote one): that value is its own now. A cap being
 		 * written is in flux: left for the worker. */
 		if (e->cap != UINT64_MAX && !e->queued &&
-		    (c->now.high != e->cap || !ta_lease_held(r->lease, e->path))) {
+		    (c->now.high != e->cap || !ta_lease_held(r->lease, &r->kind, e->path))) {
 			printf("tierallocd: reclaim: %s: memory.high is no longer the cap: "
 			       "uncapped\n",
 			       e->path);
-			ta_lease_drop(r->lease, e->path);
+			ta_lease_drop(r->lease, &r->kind, e->path);
 			e->cap = UINT64_MAX;
 		}
 		c->cap = e->cap;
@@ -634,7 +634,7 @@ void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
 	pthread_mutex_lock(&r->lock);
 	r->rounds++;
 	if (r->lease != NULL)
-		ta_lease_renew(r->lease);
+		ta_lease_renew(r->lease, &r->kind);
 	kick(r, cfg->interval_ns);
 	uint64_t steered[TA_PRESS_MAX] = { 0 };
 	name_priorities(r, set, cfg, steered);

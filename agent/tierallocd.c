@@ -71,6 +71,7 @@
 #include "base/base.h"
 #include "cgctl.h"
 #include "cgpath.h"
+#include "lease.h"
 #include "migcount.h"
 #include "migrations.h" /* TA_BPF_MAX_KEYS */
 #include "protector.h"
@@ -586,6 +587,7 @@ struct agent {
 	bool status_written;		/* removed at the end */
 	struct ta_protector *protector; /* --protect */
 	struct ta_steals *steals;	/* --protect's view of reclaim, when it attached */
+	struct ta_lease *lease;		/* the leases of every policy that changes a cgroup file */
 	int lock_fd;			/* STATE_DIR/lock, held while the agent runs */
 };
 
@@ -637,8 +639,8 @@ static void write_status(const struct options *o, struct agent *ag)
 	}
 }
 
-/* One agent at a time per state directory. Two would share STATE_DIR/cap-INODE: each would take
- * the other's cap for the cgroup's own memory.high, and one's lifting would delete the other's
+/* One agent at a time per state directory. Two would share STATE_DIR/lease-INODE-FILE: each would
+ * take the other's cap for the cgroup's own memory.high, and one's lifting would delete the other's
  * state, leaving the cgroup capped after both stopped. flock(2): the kernel drops the lock with
  * the last descriptor of its holder (the keepers close theirs), so a dead agent's lock file never
  * blocks a new one. 0, or 1 with a line saying why. */
@@ -758,6 +760,18 @@ static int load_attach(const struct options *o, struct agent *ag)
 			printf("tierallocd: access: damon (one kdamond per process, 500 ms "
 			       "samples, 5 s aggregation)\n");
 	}
+	/* One keeper for every policy that changes a cgroup file, forked before their threads. */
+	if (o->nprotect > 0 || (o->reclaim && !o->reclaim_no_cap)) {
+		char err[200];
+		ag->lease = ta_lease_start(o->state_dir, err, sizeof(err));
+		if (ag->lease == NULL)
+			fprintf(stderr, "tierallocd: no lease keeper: %s\n", err);
+		else
+			printf("tierallocd: lease keeper pid %d (state in %s)\n",
+			       (int)ta_lease_keeper(ag->lease), o->state_dir);
+		if (ag->lease == NULL && o->nprotect > 0)
+			return 1;
+	}
 	if (o->nprotect > 0) {
 		char err[PATH_MAX + 200];
 		/* Not fatal: the policy sees stealing from memory.current's fall without it. */
@@ -769,7 +783,7 @@ static int load_attach(const struct options *o, struct agent *ag)
 		struct ta_protector_opts po = { .interval_ms = o->protect_interval_ms,
 						.expiry_ms =
 						    (uint64_t)(o->protect_expiry * 1000 + 0.5),
-						.state_dir = o->state_dir,
+						.lease = ag->lease,
 						.print = o->print,
 						.steals = ag->steals };
 		ag->protector = ta_protector_start(o->protect, o->nprotect, &po, err, sizeof(err));
@@ -787,7 +801,7 @@ static int load_attach(const struct options *o, struct agent *ag)
 		struct ta_reclaim_options ro = { .cap = !o->reclaim_no_cap,
 						 .expiry_ns = ta_reclaim_expiry_ns(
 						     (uint32_t)(o->interval * 1000.0)),
-						 .state_dir = o->state_dir };
+						 .lease = ag->lease };
 		ag->reclaim = ta_reclaim_new(&ro, err, sizeof(err));
 		if (ag->reclaim == NULL)
 			fprintf(stderr, "tierallocd: --reclaim-for-priority: %s; no reclaim\n",
@@ -936,6 +950,7 @@ static void cleanup(const struct options *o, struct agent *ag)
 	ta_steals_close(ag->steals);
 	ta_damon_stop(ag->damon);
 	ta_reclaim_free(ag->reclaim);
+	ta_lease_stop(ag->lease); /* after every policy that held leases */
 	ta_metrics_free(ag->metrics);
 	ta_migcount_close(ag->migrations);
 	if (ag->segments != NULL)

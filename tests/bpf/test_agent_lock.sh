@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# One agent at a time (issue 31): two agents would share STATE_DIR/cap-INODE, each taking the
-# other's cap for a cgroup's own memory.high, and leave the cgroup capped after both stopped.
+# One agent at a time (issue 31): two agents would share STATE_DIR/lease-INODE-FILE, each taking
+# the other's cap for a cgroup's own memory.high, and leave the cgroup capped after both stopped.
 # A second tierallocd on the same --state-dir refuses to start (exit 1, one line naming the
 # first's pid and the lock); once the first is killed (SIGKILL: its lock file stays behind), a
 # new one starts, and it stops on SIGTERM with status 0.

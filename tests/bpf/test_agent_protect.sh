@@ -7,7 +7,7 @@
 # and one line, and the agent leaves nothing behind. The runner on a stand-in directory of
 # regular files named like a cgroup's: memory.low follows memory.current and is logged, the lease
 # keeper restores it after SIGKILL of the agent and removes the state file, an agent started after
-# both were killed takes the original from the state file and restores it on SIGTERM, a slow fall
+# both were killed restores the original from the state file at its start, a slow fall
 # decays it. The status file (--status) says what it did, tieralloc-stat --policies shows it, and
 # the agent removes it when it stops; its metrics (--textfile) have the same gauges and counters. Against a real kernel: tests/guest/protect.sh; the decisions: tests/unit/test_protect.c.
 set -euo pipefail
@@ -67,7 +67,7 @@ fake=$TA_WORK/cg/victim
 mkdir -p "$fake"
 echo $((32 << 20)) >"$fake/memory.current"
 echo 1048576 >"$fake/memory.low"
-state=/run/tierallocd/protect-$(stat -c %i "$fake")
+state=/run/tierallocd/lease-$(stat -c %i "$fake")-memory.low
 agent='' keeper=''
 stop() {
 	local p
@@ -102,7 +102,7 @@ echo $((40 << 20)) >"$fake/memory.current"
 wait_for "memory.low at 45M" low_is $((45 << 20))
 grep -q "memory.low $((36 << 20)) -> $((45 << 20)) (grow; usage $((40 << 20))" \
 	"$TA_WORK/agent1.out" || ta_fail "no log line for the raise: $(cat "$TA_WORK/agent1.out")"
-[[ $(cat "$state") == "original=00000000000001048576 written=00000000000047185920" ]] ||
+[[ $(cat "$state") == "00000000000001048576 00000000000047185920 $fake" ]] ||
 	ta_fail "state file: $(cat "$state")"
 # The decision as tieralloc-stat shows it (the file is rewritten every second).
 STAT=$TA_TEST_BUILDDIR/tools/tieralloc-stat
@@ -134,7 +134,7 @@ wait "$agent" 2>/dev/null || true
 wait_for "memory.low restored by the keeper after SIGKILL" low_is 1048576
 wait_for "the keeper gone" bash -c "! kill -0 $keeper 2>/dev/null"
 [[ ! -e $state ]] || ta_fail "$state left behind by the keeper"
-grep -q "^tierallocd-lease: $fake: request expired, memory.low $((45 << 20)) -> 1048576" \
+grep -q "^tierallocd-lease: lease expired: $fake: memory.low $((45 << 20)) -> 1048576 (the original)" \
 	"$TA_WORK/agent1.out" || ta_fail "the keeper said: $(tail -2 "$TA_WORK/agent1.out")"
 
 # Both killed: memory.low stays raised; the next agent finds the original and restores it.
@@ -144,7 +144,7 @@ kill -KILL "$agent" "$keeper"
 wait "$agent" 2>/dev/null || true
 low_is $((45 << 20)) || ta_fail "memory.low $(cat "$fake/memory.low") after both were killed"
 start_agent 3
-grep -q "memory.low $((45 << 20)) was raised by an earlier agent; its original 1048576 is the floor" \
+grep -q "^tierallocd: an earlier agent's lease: $fake: memory.low $((45 << 20)) -> 1048576 (the original)" \
 	"$TA_WORK/agent3.out" || ta_fail "agent 3 did not find the original: $(cat "$TA_WORK/agent3.out")"
 # The usage falls slowly (the victim's own doing): memory.low decays towards 20M + 4M.
 echo $((20 << 20)) >"$fake/memory.current"

@@ -27,7 +27,7 @@
 #                     the agent's 16 MiB margin, lowered 4 MiB a write below lo's usage (a
 #                     descent of several writes in the agent's lines), and once hi has ended,
 #                     lo still running, the cap is lifted: lo's memory.high is max again
-#   pressure.cap_lease  the agent SIGKILLed while lo is capped: its keeper (tierallocd-cap)
+#   pressure.cap_lease  the agent SIGKILLed while lo is capped: its keeper (tierallocd-lease)
 #                     writes lo's memory.high back to max by itself, then exits
 #   pressure.cap_unnamed  priorities from the segments; lo's segment removed while lo is
 #                     capped and hi still runs: lo has no priority any more, its cap is lifted
@@ -244,7 +244,7 @@ else
 		"agent: $(grep 'reclaim' $W/agent-declared.out | head -3)"
 fi
 # The agent killed while lo is capped: its keeper restores lo's memory.high, then exits.
-keepers() { grep -lx tierallocd-cap /proc/[0-9]*/comm 2>/dev/null | wc -l; }
+keepers() { grep -lx tierallocd-lease /proc/[0-9]*/comm 2>/dev/null | wc -l; }
 capped() { ! grep -qx max $P/lo/memory.high; }
 if parent_new; then
 	: >$W/agent-lease.out
@@ -277,7 +277,7 @@ if parent_new; then
 	echo "pressure: lease: capped $was_capped; after SIGKILL, memory.high back to max:" \
 		"$restored ($(secs $took) s); keeper gone: $gone; hi rc $hi_rc, lo rc $lo_rc"
 	if [ $was_capped = yes ] && [ $restored = yes ] && [ $gone = yes ] &&
-		grep -q "tierallocd-cap: lease expired: $P/lo: memory.high" $W/agent-lease.out; then
+		grep -q "tierallocd-lease: lease expired: $P/lo: memory.high" $W/agent-lease.out; then
 		pass pressure.cap_lease
 	else
 		fail pressure.cap_lease "capped $was_capped, restored $restored, keeper gone $gone:" \

@@ -18,8 +18,8 @@
 #                     printed), removes its state file and exits; it held no more
 #                     descriptors than its own 5 (none of the agent's BPF links).
 #   protect.restart   agent and keeper both SIGKILLed leave memory.low raised; the next agent
-#                     takes the original from the state file as the floor, and restores it when
-#                     stopped (SIGTERM).
+#                     restores the original from the lease's state file at its start (so that
+#                     it is the floor again), and restores it when stopped (SIGTERM).
 #   protect.steals_seen  the BPF view of reclaim (bpf/steals.bpf.c): with T's memory.low at 0
 #                     (T affords A no protection), the agent running and bursts in C until
 #                     one steals from A (3 at most), the pages the agent counted as taken from
@@ -129,7 +129,7 @@ keeper_ls=$(ls -l /proc/"$keeper"/fd)
 keeper_fds=$(ls /proc/"$keeper"/fd | wc -l)
 kill -KILL $agent
 wait $agent 2>/dev/null
-state=/run/tierallocd/protect-$(stat -c %i $T/a)
+state=/run/tierallocd/lease-$(stat -c %i $T/a)-memory.low
 if ! until_true at_orig; then
 	fail protect.expires "memory.low $(low_of) 300 s after SIGKILL, not $ORIG"
 elif ! back_cs=$took_cs || ! until_true gone "$keeper"; then
@@ -154,7 +154,8 @@ kill -TERM $agent
 wait $agent
 if [ "$left" -le $ORIG ] || [ ! -s "$W/agent-2.out" ]; then
 	fail protect.restart "memory.low $left after both were killed: not raised"
-elif ! grep -q "its original $ORIG is the floor" "$W/agent-3.out"; then
+elif ! grep -q "^tierallocd: an earlier agent's lease: $T/a: memory.low $left -> $ORIG (the original)" \
+	"$W/agent-3.out"; then
 	fail protect.restart "the next agent did not take $ORIG from the state file:" \
 		"$(head -3 "$W/agent-3.out")"
 elif ! at_orig; then

@@ -192,12 +192,12 @@ tests_unit_test_cgctl_CFLAGS = $(unit_cflags) $(LIBCGROUP_CFLAGS)
 tests_unit_test_cgctl_LDADD = $(unit_ldadd) $(LIBCGROUP_LIBS)
 endif
 
-# The leases on --reclaim-for-priority's caps (agent/lease.c) and their keeper, on stand-in
-# directories.
+# The leases of the agent's policies on cgroup files (agent/lease.c), their one keeper, and the
+# plain file access it uses (agent/cgfile.c), on stand-in directories.
 check_PROGRAMS += tests/unit/test_lease
 TESTS += tests/unit/test_lease
 tests_unit_test_lease_SOURCES = tests/unit/test_lease.c tests/lib/test.h agent/lease.c \
-	agent/lease.h agent/cgstat.c agent/cgctl.h
+	agent/lease.h agent/cgstat.c agent/cgfile.c agent/cgctl.h
 tests_unit_test_lease_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
 tests_unit_test_lease_CFLAGS = $(unit_cflags)
 tests_unit_test_lease_LDADD = $(unit_ldadd)

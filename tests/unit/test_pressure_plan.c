@@ -443,6 +443,10 @@ static void test_parse(void)
 	expect_true(ta_cgstat_value("12 34\n", &v) == -1);
 	expect_true(ta_cgstat_value("-1\n", &v) == -1);
 	expect_true(ta_cgstat_value("99999999999999999999999\n", &v) == -1);
+	expect_eq(ta_cgstat_value("0", &v), 0); /* no newline: as a pread may give it */
+	expect_eq(v, 0);
+	expect_true(ta_cgstat_value("", &v) == -1);
+	expect_true(ta_cgstat_value("12k", &v) == -1);
 	test_context("%s", "");
 }
 

@@ -157,18 +157,6 @@ static void test_cap_and_parse(void)
 	expect_eq(ta_protect_cap(64 * MiB, sib, 3), 34 * MiB);
 	expect_eq(ta_protect_cap(16 * MiB, sib, 3), 0);
 	expect_eq(ta_protect_cap(UINT64_MAX, sib, 3), UINT64_MAX);
-	test_context("parse");
-	uint64_t v = 7;
-	expect_eq(ta_protect_parse("max\n", &v), 0);
-	expect_eq(v, UINT64_MAX);
-	expect_eq(ta_protect_parse("12345\n", &v), 0);
-	expect_eq(v, 12345);
-	expect_eq(ta_protect_parse("0", &v), 0);
-	expect_eq(v, 0);
-	expect_ne(ta_protect_parse("-1", &v), 0);
-	expect_ne(ta_protect_parse("12k", &v), 0);
-	expect_ne(ta_protect_parse("", &v), 0);
-	expect_ne(ta_protect_parse("maxi", &v), 0);
 	test_context("%s", "");
 }
 
