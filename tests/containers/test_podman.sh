@@ -164,12 +164,17 @@ def check(what, cond, doc):
         ok = False
         print("FAIL:", what, json.dumps(doc, indent=1), file=sys.stderr)
 # A segment belongs to a container when it was seen through a process of the container's mount
-# namespace.
+# namespace. Other tests' segments (make check -j) are listed too, through processes that may have
+# exited since: theirs is no namespace.
 def mntns(pid):
-    return os.readlink(f"/proc/{pid}/ns/mnt")
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except FileNotFoundError:
+        return None
 def of(pid):
+    mine = mntns(pid)
     return [s for s in all_doc["segments"] if s["namespace_pid"] is not None
-            and mntns(s["namespace_pid"]) == mntns(pid)]
+            and mine is not None and mntns(s["namespace_pid"]) == mine]
 seg_a, seg_b = of(sys.argv[4]), of(sys.argv[5])
 check("one segment in each container's namespace", len(seg_a) == len(seg_b) == 1,
       [(s["name"], s["namespace_pid"]) for s in all_doc["segments"]])
