@@ -72,6 +72,15 @@ uint32_t ta_agent_priority_of(bool have_operator, uint32_t operator_priority, ui
 			      uint32_t ceiling);
 /* The ceiling's default: a container ranks itself above nobody unless the operator says so. */
 #define TA_AGENT_PRIORITY_CEILING_DEFAULT 0u
+struct ta_agent_priority;
+/* What lending and reclaim rank cgroups by: the operator's priorities by cgroup path
+ * (--priority), which override what a container declares for itself with TIERALLOC_PRIORITY,
+ * and the most a container may declare (--priority-ceiling; ta_agent_priority_of). */
+struct ta_agent_priorities {
+	const struct ta_agent_priority *list;
+	unsigned n;
+	uint32_t ceiling;
+};
 
 /* ---- pressure.c: reclaim for priority (--reclaim-for-priority, seed 001), pure ---- */
 #define TA_PRESS_MAX	     256	   /* cgroups in one plan */
@@ -140,7 +149,6 @@ unsigned ta_press_plan(struct ta_press_cg *cg, unsigned n, const struct ta_press
 uint64_t ta_press_cap_next(uint64_t held, uint64_t usage, uint64_t cap);
 
 /* ---- reclaim.c: --reclaim-for-priority, the agent's side ---- */
-struct ta_agent_priority;
 struct ta_reclaim_config {
 	uint64_t step;	   /* bytes reclaimed at most per round and pressured parent */
 	uint64_t psi_us;   /* PSI "some" stall per round that counts as pressure */
@@ -149,9 +157,7 @@ struct ta_reclaim_config {
 	uint64_t grow_min; /* ahead of pressure (ta_press_config): 0 for off */
 	unsigned ahead;
 	uint64_t interval_ns; /* a round's length: a memory.high write is cut short after one */
-	const struct ta_agent_priority *priorities; /* the operator's, over TIERALLOC_PRIORITY */
-	unsigned npriorities;
-	uint32_t priority_ceiling; /* TIERALLOC_PRIORITY counts up to this (ta_agent_priority_of) */
+	struct ta_agent_priorities priorities;
 };
 /* The policy's timing for rounds of interval_ms, the rest zero: pressure is a stall of 1% of the
  * interval or 1 MiB refaulted, and holds a second (two rounds at least) after the last; ahead of
@@ -160,29 +166,22 @@ struct ta_reclaim_config {
 void ta_reclaim_tune(struct ta_reclaim_config *cfg, uint32_t interval_ms);
 /* How long a cap outlives the agent's last round: eight intervals, 2 s at least. */
 uint64_t ta_reclaim_expiry_ns(uint32_t interval_ms);
-struct ta_reclaim;
-struct ta_agent_segments;
 struct ta_lease;
+struct ta_agent_policy;
 struct ta_reclaim_options {
+	struct ta_reclaim_config cfg; /* every round's */
 	bool cap;		/* hold victims at memory.high (pressure.c), leased (lease.h) */
 	uint64_t expiry_ns;	/* a cap not renewed for this long is restored by the keeper */
 	struct ta_lease *lease; /* the agent's; NULL: no caps */
 };
-/* libcgroup started: NULL with a line in err when it cannot. Caps need cgroup v2 and the
- * keeper; without them the policy goes on with memory.reclaim alone, and says so. */
-struct ta_reclaim *ta_reclaim_new(const struct ta_reclaim_options *o, char *err, size_t errlen);
-/* Whether victims are capped. */
-bool ta_reclaim_caps(const struct ta_reclaim *r);
-/* One round: sample, decide (ta_press_plan), write memory.reclaim, say so. set may be NULL. */
-void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
-		      const struct ta_reclaim_config *cfg);
-/* Its counters in Prometheus' text format: 0, or -1 on a write error. */
-int ta_reclaim_metrics(struct ta_reclaim *r, FILE *f);
-/* A line per cgroup it knows into the status file (status.h): priority, why it is pressured now,
- * the counters, the seconds since it was last asked to give memory and the priority it gave
- * for. 0, or -1 on a write error. */
-int ta_reclaim_status(struct ta_reclaim *r, FILE *f);
-void ta_reclaim_free(struct ta_reclaim *r);
+/* libcgroup started and the policy in *out (policy.h): 0, or -1 with a line in err. Caps need
+ * cgroup v2 and the lease keeper; without them the policy goes on with memory.reclaim alone,
+ * and says so. Its round samples, decides (ta_press_plan), writes memory.reclaim and the caps,
+ * and says so; its status is a line per cgroup it knows (priority, why it is pressured now, the
+ * counters, the seconds since it was last asked to give memory and the priority it gave for);
+ * its stop lifts every cap. */
+int ta_reclaim_start(const struct ta_reclaim_options *o, struct ta_agent_policy *out, char *err,
+		     size_t errlen);
 
 /* ---- the segment set (segments.c and the files of segset.h) ---- */
 /*
@@ -257,12 +256,8 @@ struct ta_agent_lend_config {
 	 * by an eighth of the reserve, 4 MiB at least) lends nothing until its usage has not grown
 	 * for this long: the whole share at once, not loan by loan as it grows. */
 	uint64_t hold_ns;
-	/* The operator's priorities by cgroup path (--priority): they override what a container
-	 * declares for itself with TIERALLOC_PRIORITY. */
-	const struct ta_agent_priority *priorities;
-	unsigned npriorities;
-	uint32_t priority_ceiling; /* what a container may declare at most (ta_agent_priority_of) */
-	unsigned flags;		   /* TA_LEND_* */
+	struct ta_agent_priorities priorities;
+	unsigned flags; /* TA_LEND_* */
 };
 struct ta_agent_lend_stats {
 	uint64_t lent_now;	   /* bytes lent at the last round */
@@ -282,6 +277,11 @@ struct ta_agent_lend_stats {
 void ta_agent_lend_tune(struct ta_agent_lend_config *cfg, uint32_t interval_ms);
 void ta_agent_segments_lend(struct ta_agent_segments *set, const struct ta_agent_lend_config *cfg,
 			    bool verbose);
+/* Lending as a policy (policy.h): a round of ta_agent_segments_lend per interval. Its figures
+ * are among the segments' metrics (tieralloc_agent_lent_bytes and the rest); it has no status
+ * lines, and its stop undoes nothing: the loans lapse at their expiry. 0, or -1 without memory. */
+int ta_lender_start(const struct ta_agent_lend_config *cfg, bool verbose,
+		    struct ta_agent_policy *out);
 void ta_agent_segments_lend_stats(const struct ta_agent_segments *set,
 				  struct ta_agent_lend_stats *out);
 /* Where the nodes' meminfo files are (tests): /sys/devices/system/node by default. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "policy.h"
 #include "quota/shm.h"
 #include "segset.h"
 
@@ -192,12 +193,12 @@ static void lend_tier(struct ta_agent_segments *set, struct lend_view *v, unsign
 			 * processes in; the segment's own word within the operator's ceiling. */
 			int q =
 			    s->cg_state == CG_OK
-				? ta_agent_priority_find(cfg->priorities, cfg->npriorities,
+				? ta_agent_priority_find(cfg->priorities.list, cfg->priorities.n,
 							 s->cg_path, s->cg_id, (uint64_t)s->cg_dev)
 				: -1;
 			uint32_t prio = ta_agent_priority_of(
-			    q >= 0, q >= 0 ? cfg->priorities[q].priority : 0,
-			    atomic_load(&v[j].block.priority), cfg->priority_ceiling);
+			    q >= 0, q >= 0 ? cfg->priorities.list[q].priority : 0,
+			    atomic_load(&v[j].block.priority), cfg->priorities.ceiling);
 			cg[m] = (struct ta_lend_cg){
 				.share = v[j].share[t],
 				.used = v[j].used[t],
@@ -361,4 +362,35 @@ void ta_agent_segments_lend_stats(const struct ta_agent_segments *set,
 				  struct ta_agent_lend_stats *out)
 {
 	*out = set->lend;
+}
+
+/* ---- the policy (policy.h) ---- */
+
+struct lender {
+	struct ta_agent_lend_config cfg;
+	bool verbose;
+};
+
+static void lender_round(void *self, struct ta_agent_segments *set)
+{
+	const struct lender *l = self;
+	ta_agent_segments_lend(set, &l->cfg, l->verbose);
+}
+
+static void lender_stop(void *self)
+{
+	free(self);
+}
+
+int ta_lender_start(const struct ta_agent_lend_config *cfg, bool verbose,
+		    struct ta_agent_policy *out)
+{
+	struct lender *l = malloc(sizeof(*l));
+	if (l == NULL)
+		return -1;
+	*l = (struct lender){ .cfg = *cfg, .verbose = verbose };
+	*out = (struct ta_agent_policy){
+		.name = "lend", .self = l, .round = lender_round, .stop = lender_stop
+	};
+	return 0;
 }

@@ -4,7 +4,7 @@
 EXTRA_DIST += agent/tierallocd.service.in
 if HAVE_BPF
 sbin_PROGRAMS = agent/tierallocd
-agent_tierallocd_SOURCES = agent/tierallocd.c agent/agent.h agent/tally.c agent/segments.c agent/segset.h \
+agent_tierallocd_SOURCES = agent/tierallocd.c agent/options.c agent/options.h agent/policy.h agent/agent.h agent/tally.c agent/segments.c agent/segset.h \
 	agent/trust.c agent/publish.c agent/lender.c agent/snapshot.c \
 	agent/lend.c agent/pressure.c agent/reclaim.c agent/lease.c agent/lease.h agent/cgstat.c agent/cgfile.c agent/cgctl.c agent/cgctl.h agent/metrics.c \
 	agent/damon.c agent/protect.c agent/protect.h agent/protector.c agent/protector.h agent/status.c agent/status.h \

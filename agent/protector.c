@@ -311,22 +311,26 @@ static int open_victim(struct victim *v, const char *arg, char *err, size_t errl
 	return 0;
 }
 
-struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
-					const struct ta_protector_opts *o, char *err, size_t errlen)
+static void protector_stop(void *self);
+static int protector_status(void *self, FILE *f);
+static int protector_metrics(void *self, FILE *f);
+
+int ta_protector_start(const char *const *cgroups, unsigned n, const struct ta_protector_opts *o,
+		       struct ta_agent_policy *out, char *err, size_t errlen)
 {
 	if (n == 0 || n > TA_PROTECT_MAX) {
 		snprintf(err, errlen, "--protect: 1 to %d cgroups", TA_PROTECT_MAX);
-		return NULL;
+		return -1;
 	}
 	if (o->lease == NULL) {
 		snprintf(err, errlen,
 			 "--protect: no lease keeper: memory.low is not raised unleased");
-		return NULL;
+		return -1;
 	}
 	struct ta_protector *p = calloc(1, sizeof(*p));
 	if (p == NULL) {
 		snprintf(err, errlen, "out of memory");
-		return NULL;
+		return -1;
 	}
 	p->cfg = ta_protect_default_cfg;
 	p->interval_ns = o->interval_ms * 1000000u;
@@ -385,10 +389,15 @@ struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
 		       p->v[i].watched ? "reclaim of its pages (BPF) and a timer" : "a timer",
 		       o->interval_ms, o->expiry_ms, (int)ta_lease_keeper(p->lease));
 	fflush(stdout);
-	return p;
+	*out = (struct ta_agent_policy){ .name = "protect",
+					 .self = p,
+					 .status = protector_status,
+					 .metrics = protector_metrics,
+					 .stop = protector_stop };
+	return 0;
 fail:
-	ta_protector_stop(p);
-	return NULL;
+	protector_stop(p);
+	return -1;
 }
 
 /* The last BPF count, and the kernel's pgsteal taken at once with it: the report compares the
@@ -406,7 +415,8 @@ static void final_count(struct ta_protector *p, struct victim *v, uint64_t *pgst
 		*pgsteal = now - v->pgsteal0;
 }
 
-void ta_protector_report(const struct ta_protector *p, FILE *f)
+/* The counters, a line per victim. */
+static void report(const struct ta_protector *p, FILE *f)
 {
 	for (unsigned i = 0; p != NULL && i < p->n; i++) {
 		const struct victim *v = &p->v[i];
@@ -427,8 +437,9 @@ void ta_protector_report(const struct ta_protector *p, FILE *f)
 	}
 }
 
-int ta_protector_status(struct ta_protector *p, FILE *f)
+static int protector_status(void *self, FILE *f)
 {
+	struct ta_protector *p = self;
 	uint64_t now = ta_monotonic_ns();
 	int rc = 0;
 	pthread_mutex_lock(&p->snap_lock);
@@ -457,8 +468,9 @@ int ta_protector_status(struct ta_protector *p, FILE *f)
 	return rc;
 }
 
-int ta_protector_metrics(struct ta_protector *p, FILE *f)
+static int protector_metrics(void *self, FILE *f)
 {
+	struct ta_protector *p = self;
 	static const struct {
 		const char *name, *type, *help;
 		size_t off;
@@ -511,8 +523,9 @@ int ta_protector_metrics(struct ta_protector *p, FILE *f)
 	return rc;
 }
 
-void ta_protector_stop(struct ta_protector *p)
+static void protector_stop(void *self)
 {
+	struct ta_protector *p = self;
 	if (p == NULL)
 		return;
 	if (p->started) {
@@ -521,7 +534,7 @@ void ta_protector_stop(struct ta_protector *p)
 		pthread_join(p->thread, NULL);
 		for (unsigned i = 0; i < p->n; i++)
 			final_count(p, &p->v[i], &p->v[i].pgsteal_final);
-		ta_protector_report(p, stdout);
+		report(p, stdout);
 	}
 	/* What was raised goes back to the original (when memory.low still holds the raise). */
 	ta_lease_release(p->lease, &p->kind);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "lease.h"
+#include "policy.h"
 #include "protect.h"
 #include "status.h"
 #include "steals.h"
@@ -23,24 +24,12 @@ struct ta_protector_opts {
 	struct ta_steals *steals;
 };
 
-struct ta_protector;
-
 /* Open the victims' files (CGROUP: a path under /sys/fs/cgroup, or absolute) and start
- * sampling: the protector, or NULL with the reason in err. */
-struct ta_protector *ta_protector_start(const char *const *cgroups, unsigned n,
-					const struct ta_protector_opts *o, char *err,
-					size_t errlen);
-/* The counters, a line per victim. */
-void ta_protector_report(const struct ta_protector *p, FILE *f);
-/* Each victim's line of the status file (status.h): memory.low, the original, the usage and the
- * cap as of the last round, the counters, the seconds since the last write. 0, or -1 if f
- * failed. */
-int ta_protector_status(struct ta_protector *p, FILE *f);
-/* Its gauges and counters per victim in Prometheus' text format (tieralloc_agent_protect_*):
- * 0, or -1 if f failed. */
-int ta_protector_metrics(struct ta_protector *p, FILE *f);
-/* Stop sampling, restore the original memory.low values (the lease stays the caller's to
- * stop). NULL: nothing. */
-void ta_protector_stop(struct ta_protector *p);
+ * sampling on its own thread: 0 and the policy in *out (no round; its status is a line per
+ * victim: memory.low, the original, the usage and the cap as of the last sample, the counters,
+ * the seconds since the last write; its metrics tieralloc_agent_protect_*; its stop restores
+ * the original memory.low values and prints the counters), or -1 with the reason in err. */
+int ta_protector_start(const char *const *cgroups, unsigned n, const struct ta_protector_opts *o,
+		       struct ta_agent_policy *out, char *err, size_t errlen);
 
 #endif

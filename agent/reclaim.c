@@ -40,6 +40,7 @@
 #include "base/base.h"
 #include "cgctl.h"
 #include "lease.h"
+#include "policy.h"
 #include "prom.h"
 #include "status.h"
 
@@ -89,6 +90,7 @@ struct ta_reclaim {
 	bool said_no_reclaim;
 	struct ta_lease *lease;	   /* the agent's, for the caps (NULL: no caps) */
 	struct ta_lease_kind kind; /* memory.high, the expiry */
+	struct ta_reclaim_config cfg;
 	struct entry e[TA_PRESS_MAX];
 	struct ta_press_cg cg[TA_PRESS_MAX];
 	struct ta_agent_cgroup segs[TA_PRESS_MAX];
@@ -273,15 +275,22 @@ static void *work(void *arg)
 	return NULL;
 }
 
-struct ta_reclaim *ta_reclaim_new(const struct ta_reclaim_options *o, char *err, size_t errlen)
+static void reclaim_round(void *self, struct ta_agent_segments *set);
+static int reclaim_status(void *self, FILE *f);
+static int reclaim_metrics(void *self, FILE *f);
+static void reclaim_stop(void *self);
+
+int ta_reclaim_start(const struct ta_reclaim_options *o, struct ta_agent_policy *out, char *err,
+		     size_t errlen)
 {
 	if (ta_cgctl_init(err, errlen) != 0)
-		return NULL;
+		return -1;
 	struct ta_reclaim *r = calloc(1, sizeof(*r));
 	if (r == NULL) {
 		snprintf(err, errlen, "out of memory");
-		return NULL;
+		return -1;
 	}
+	r->cfg = o->cfg;
 	r->can_write = ta_cgctl_version() == 2;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->wake, NULL);
@@ -297,21 +306,24 @@ struct ta_reclaim *ta_reclaim_new(const struct ta_reclaim_options *o, char *err,
 	if (r->can_write && pthread_create(&r->worker, NULL, work, r) != 0) {
 		snprintf(err, errlen, "cannot start its thread (%s)", strerror(errno));
 		free(r);
-		return NULL;
+		return -1;
 	}
 	r->have_worker = r->can_write;
-	return r;
+	printf("tierallocd: reclaim for priority (cgroup v%d at %s, steps of %llu bytes, %s)\n",
+	       ta_cgctl_version(), ta_cgctl_mount(), (unsigned long long)r->cfg.step,
+	       r->lease != NULL ? "capped at memory.high until room" : "no caps");
+	*out = (struct ta_agent_policy){ .name = "reclaim-for-priority",
+					 .self = r,
+					 .round = reclaim_round,
+					 .status = reclaim_status,
+					 .metrics = reclaim_metrics,
+					 .stop = reclaim_stop };
+	return 0;
 }
 
-bool ta_reclaim_caps(const struct ta_reclaim *r)
+static void reclaim_stop(void *self)
 {
-	return r->lease != NULL;
-}
-
-void ta_reclaim_free(struct ta_reclaim *r)
-{
-	if (r == NULL)
-		return;
+	struct ta_reclaim *r = self;
 	if (r->have_worker) {
 		pthread_mutex_lock(&r->lock);
 		r->stopping = true;
@@ -424,11 +436,12 @@ static void name_priorities(struct ta_reclaim *r, struct ta_agent_segments *set,
 {
 	for (unsigned i = 0; i < r->n; i++)
 		r->e[i].seen = false;
-	for (unsigned q = 0; q < cfg->npriorities; q++) {
-		struct entry *e = entry_of(r, cfg->priorities[q].cgroup);
+	const struct ta_agent_priorities *pr = &cfg->priorities;
+	for (unsigned q = 0; q < pr->n; q++) {
+		struct entry *e = entry_of(r, pr->list[q].cgroup);
 		if (e != NULL && !e->seen) {
 			e->seen = true;
-			e->priority = cfg->priorities[q].priority;
+			e->priority = pr->list[q].priority;
 		}
 	}
 	unsigned nseg = set != NULL && ta_cgctl_version() == 2
@@ -441,16 +454,15 @@ static void name_priorities(struct ta_reclaim *r, struct ta_agent_segments *set,
 		const struct ta_agent_cgroup *c = &r->segs[s];
 		if (!path_is(c->path, c->cgroup_id))
 			continue;
-		int q = ta_agent_priority_find(cfg->priorities, cfg->npriorities, c->path,
-					       c->cgroup_id, c->dev);
-		struct entry *e = entry_of(r, q >= 0 ? cfg->priorities[q].cgroup : c->path);
+		int q = ta_agent_priority_find(pr->list, pr->n, c->path, c->cgroup_id, c->dev);
+		struct entry *e = entry_of(r, q >= 0 ? pr->list[q].cgroup : c->path);
 		if (e == NULL)
 			continue;
 		steered[e - r->e] = c->steered;
 		if (!e->seen) {
 			e->seen = true;
 			e->priority = ta_agent_priority_of(
-			    false, 0, c->have_priority ? c->priority : 0, cfg->priority_ceiling);
+			    false, 0, c->have_priority ? c->priority : 0, pr->ceiling);
 		}
 	}
 }
@@ -628,9 +640,10 @@ uint64_t ta_reclaim_expiry_ns(uint32_t interval_ms)
 	return ms * 1000000ull;
 }
 
-void ta_reclaim_round(struct ta_reclaim *r, struct ta_agent_segments *set,
-		      const struct ta_reclaim_config *cfg)
+static void reclaim_round(void *self, struct ta_agent_segments *set)
 {
+	struct ta_reclaim *r = self;
+	const struct ta_reclaim_config *cfg = &r->cfg;
 	pthread_mutex_lock(&r->lock);
 	r->rounds++;
 	if (r->lease != NULL)
@@ -703,8 +716,9 @@ static int metrics(const struct ta_reclaim *r, FILE *f)
 	return 0;
 }
 
-int ta_reclaim_status(struct ta_reclaim *r, FILE *f)
+static int reclaim_status(void *self, FILE *f)
 {
+	struct ta_reclaim *r = self;
 	pthread_mutex_lock(&r->lock);
 	uint64_t now = ta_monotonic_ns();
 	int rc = 0;
@@ -745,8 +759,9 @@ int ta_reclaim_status(struct ta_reclaim *r, FILE *f)
 	return rc;
 }
 
-int ta_reclaim_metrics(struct ta_reclaim *r, FILE *f)
+static int reclaim_metrics(void *self, FILE *f)
 {
+	struct ta_reclaim *r = self;
 	pthread_mutex_lock(&r->lock);
 	int rc = metrics(r, f);
 	pthread_mutex_unlock(&r->lock);

@@ -40,7 +40,8 @@
  * seed 004: agent/protect.c decides, agent/protector.c runs it in a thread and a lease keeper
  * process undoes requests that are no longer renewed).
  *
- * main() is parse (getopt_long), load_attach, run and cleanup, the one way out.
+ * main() is ta_agent_options_parse (options.c), load_attach (which starts the policies, each a
+ * struct ta_agent_policy of policy.h), run and cleanup, the one way out.
  *
  * Needs root (CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN) and a kernel with BTF; without either it
  * exits 1 with one line saying which. SIGTERM or SIGINT: detaches its programs and exits 0.
@@ -48,7 +49,6 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <fcntl.h>
@@ -70,10 +70,11 @@
 #include "agent.h"
 #include "base/base.h"
 #include "cgctl.h"
-#include "cgpath.h"
 #include "lease.h"
 #include "migcount.h"
 #include "migrations.h" /* TA_BPF_MAX_KEYS */
+#include "options.h"
+#include "policy.h"
 #include "protector.h"
 #include "status.h"
 #include "steals.h"
@@ -128,451 +129,6 @@ static uint64_t monotonic_ms(void)
 	return ta_monotonic_ns() / 1000000;
 }
 
-/* Where the agent writes files of its own, beside TA_AGENT_RUN_DIR (policies.h); and the kernel
- * files of options its systemd unit does not give. usage() lists them all, which
- * tests/tools/test_unit_security.sh checks the unit against. */
-#define SHM_DIR	    "/dev/shm"
-#define CGROUP_DIR  "/sys/fs/cgroup"
-#define DAMON_ADMIN "/sys/kernel/mm/damon/admin"
-
-static void usage(FILE *f)
-{
-	fprintf(
-	    f, "usage: tierallocd [--interval SECONDS] [--rescan SECONDS] [--print] [--once] "
-	       "[--stats] [--metrics [ADDRESS:]PORT [--metrics-any]] [--textfile PATH] "
-	       "[--access damon|none] [--lend [--lend-reserve SIZE]] "
-	       "[--reclaim-for-priority [--reclaim-step SIZE] [--reclaim-no-cap]] "
-	       "[--priority CGROUP=N]... [--priority-ceiling N] "
-	       "[--protect CGROUP [--protect-interval MS] [--protect-expiry SECONDS]]... "
-	       "[--status FILE] [--state-dir DIR] [--btf PATH] [-h|--help] [--version]\n"
-	       "  --interval S  read and publish the counts every S seconds (default 0.25,\n"
-	       "                at least 0.05)\n"
-	       "  --rescan S    look for new segments every S seconds (default 2), and at\n"
-	       "                once when an unknown cgroup's pages are promoted\n"
-	       "  --print       print them each time, and the segments found and alarms raised\n"
-	       "  --stats       print the programs' run count and time too (BPF stats)\n"
-	       "  --once        attach, wait one interval, print, detach and exit\n"
-	       "  --metrics [ADDRESS:]PORT\n"
-	       "                serve the segments' metrics (Prometheus' text format) at\n"
-	       "                http://ADDRESS:PORT/metrics (ADDRESS 127.0.0.1 if left out)\n"
-	       "  --metrics-any allow a --metrics ADDRESS that is not a loopback one\n"
-	       "  --textfile PATH  write the same text into PATH every second (atomically)\n"
-	       "  --access damon  monitor the accesses of tieralloc processes with DAMON\n"
-	       "                (Linux >= 6.2 with DAMON's sysfs interface) and write each one\n"
-	       "                /dev/shm/tieralloc_access.PID for TIERALLOC_ACCESS=agent;\n"
-	       "                none (default): no access monitoring\n"
-	       "  --lend        lend idle fast-tier shares to containers that want more,\n"
-	       "                by TIERALLOC_PRIORITY; loans lapse 4 intervals (at least 2 s)\n"
-	       "                after the agent stops renewing them\n"
-	       "  --lend-reserve SIZE  bytes of an idle share its owner keeps for its own\n"
-	       "                growth (default 64M; K, M, G suffixes)\n"
-	       "  --reclaim-for-priority  when a cgroup shows memory pressure (PSI,\n"
-	       "                memory.events high/max, refaults) or grows\n"
-	       "                into its parent's limit, reclaim its\n"
-	       "                lower-priority siblings (memory.reclaim), never below their\n"
-	       "                memory.low/min, and hold them there (memory.high) until their\n"
-	       "                parent has room again (cgroup v2); a cap lapses 8 intervals\n"
-	       "                (at least 2 s) after the agent stops renewing it; one\n"
-	       "                steered from the fast tier: lower priorities yield it their\n"
-	       "                fast-tier shares (their coldest memory is demoted)\n"
-	       "  --reclaim-step SIZE  the room a pressured cgroup wants free in its\n"
-	       "                parent; at most 4 steps taken per interval (default 32M)\n"
-	       "  --reclaim-no-cap  reclaim only: never lower a memory.high\n"
-	       "  --priority CGROUP=N  the priority (0-1000) of the cgroup at this path\n"
-	       "                (/sys/fs/cgroup/...); overrides its TIERALLOC_PRIORITY\n"
-	       "                (repeatable; with --lend or --reclaim-for-priority)\n"
-	       "  --priority-ceiling N  the highest priority a container may declare for\n"
-	       "                itself (TIERALLOC_PRIORITY, 0-1000); a higher one counts as N\n"
-	       "                (default 0: only --priority ranks a cgroup above another)\n"
-	       "  --protect CGROUP  keep the cgroup's memory.low (cgroup v2) at its usage\n"
-	       "                plus headroom, within its parent's protection, so that reclaim\n"
-	       "                does not steal its working set (repeatable, at most 8)\n"
-	       "  --protect-interval MS  sample its memory.current every MS milliseconds\n"
-	       "                (1 to 1000, default 50), and early when its parent's limit is hit\n"
-	       "  --protect-expiry S  a request not renewed for S seconds (default 2) is undone:\n"
-	       "                memory.low goes back to what it was, also after a SIGKILL\n"
-	       "  --status FILE  where the policies' decisions are written every second for\n"
-	       "                tieralloc-stat (default " TA_POLICIES_DEFAULT ")\n"
-	       "  --state-dir DIR  its lock and the state files of the caps and protections\n"
-	       "                (default " TA_AGENT_RUN_DIR "): one agent at a time per\n"
-	       "                directory\n"
-	       "  --btf PATH    the kernel's BTF (default /sys/kernel/btf/vmlinux)\n"
-	       "  --version     print \"tierallocd VERSION\" and exit\n"
-	       "Where it writes (its systemd unit must leave these writable):\n"
-	       "  " SHM_DIR "          the segments (and other mount namespaces' through\n"
-	       "                    /proc/PID/root); with --access damon, the access files\n"
-	       "  " TA_AGENT_RUN_DIR "   with --reclaim-for-priority or --protect: the state\n"
-	       "                    files that restore the cgroups' files after the agent\n"
-	       "                    died, and the status file\n"
-	       "  and the paths of --textfile and --status\n"
-	       "Kernel files it writes with options its systemd unit does not give (a drop-in\n"
-	       "must make them writable; the unit says how):\n"
-	       "  " CGROUP_DIR "    with --reclaim-for-priority or --protect: the cgroups'\n"
-	       "                    memory.reclaim, memory.high and memory.low\n"
-	       "  " DAMON_ADMIN "  with --access damon\n");
-}
-
-struct options {
-	double interval, rescan; /* seconds */
-	bool print, once, stats, metrics_any, damon, lend, reclaim;
-	uint64_t lend_reserve; /* bytes */
-	uint64_t reclaim_step; /* bytes */
-	bool reclaim_no_cap;
-	struct ta_agent_priority priorities[TA_AGENT_MAX_PRIORITIES];
-	char priority_paths[TA_AGENT_MAX_PRIORITIES][TA_SHM_PATH_MAX + 1]; /* canonical */
-	unsigned npriorities;
-	uint32_t priority_ceiling; /* TIERALLOC_PRIORITY counts up to this */
-	const char *state_dir;	   /* the lock and the caps' and protections' state files */
-	const char *btf, *metrics, *textfile, *status;
-	const char *protect[TA_PROTECT_MAX];
-	unsigned nprotect;
-	unsigned protect_interval_ms;
-	double protect_expiry; /* seconds */
-};
-
-/* A positive number of seconds in [0.05, 3600], or a negative one. */
-static double seconds(const char *arg)
-{
-	char *end;
-	double v = strtod(arg, &end);
-	return *end == '\0' && end != arg && v >= 0.05 && v <= 3600 ? v : -1;
-}
-
-/* The command line into o: 0 to go on, else the exit status (0 after --help, 2 on a usage error,
- * with a line saying which). */
-static int parse(int argc, char **argv, struct options *o)
-{
-	/* Long-only options have values above any character, so that getopt's optopt tells a
-	 * long option missing its value (optopt is its value) from an unknown short one (optopt is
-	 * the character) and from an unknown long one (optopt is 0). */
-	enum {
-		OPT_INTERVAL = 256,
-		OPT_RESCAN,
-		OPT_PRINT,
-		OPT_STATS,
-		OPT_ONCE,
-		OPT_BTF,
-		OPT_VERSION,
-		OPT_METRICS,
-		OPT_METRICS_ANY,
-		OPT_TEXTFILE,
-		OPT_ACCESS,
-		OPT_LEND,
-		OPT_LEND_RESERVE,
-		OPT_PRIORITY,
-		OPT_RECLAIM,
-		OPT_RECLAIM_STEP,
-		OPT_RECLAIM_NO_CAP,
-		OPT_PROTECT,
-		OPT_PROTECT_INTERVAL,
-		OPT_PROTECT_EXPIRY,
-		OPT_STATUS,
-		OPT_PRIORITY_CEILING,
-		OPT_STATE_DIR
-	};
-	static const struct option longopts[] = {
-		{ "interval", required_argument, NULL, OPT_INTERVAL },
-		{ "rescan", required_argument, NULL, OPT_RESCAN },
-		{ "print", no_argument, NULL, OPT_PRINT },
-		{ "stats", no_argument, NULL, OPT_STATS },
-		{ "once", no_argument, NULL, OPT_ONCE },
-		{ "btf", required_argument, NULL, OPT_BTF },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, OPT_VERSION },
-		{ "metrics", required_argument, NULL, OPT_METRICS },
-		{ "metrics-any", no_argument, NULL, OPT_METRICS_ANY },
-		{ "textfile", required_argument, NULL, OPT_TEXTFILE },
-		{ "access", required_argument, NULL, OPT_ACCESS },
-		{ "lend", no_argument, NULL, OPT_LEND },
-		{ "lend-reserve", required_argument, NULL, OPT_LEND_RESERVE },
-		{ "priority", required_argument, NULL, OPT_PRIORITY },
-		{ "reclaim-for-priority", no_argument, NULL, OPT_RECLAIM },
-		{ "reclaim-step", required_argument, NULL, OPT_RECLAIM_STEP },
-		{ "reclaim-no-cap", no_argument, NULL, OPT_RECLAIM_NO_CAP },
-		{ "protect", required_argument, NULL, OPT_PROTECT },
-		{ "protect-interval", required_argument, NULL, OPT_PROTECT_INTERVAL },
-		{ "protect-expiry", required_argument, NULL, OPT_PROTECT_EXPIRY },
-		{ "status", required_argument, NULL, OPT_STATUS },
-		{ "priority-ceiling", required_argument, NULL, OPT_PRIORITY_CEILING },
-		{ "state-dir", required_argument, NULL, OPT_STATE_DIR },
-		{ NULL, 0, NULL, 0 },
-	};
-	*o = (struct options){ .interval = 0.25,
-			       .rescan = 2,
-			       .lend_reserve = 64ull << 20,
-			       .reclaim_step = 32ull << 20,
-			       .protect_interval_ms = 50,
-			       .protect_expiry = 2,
-			       .btf = "/sys/kernel/btf/vmlinux",
-			       .status = TA_POLICIES_DEFAULT,
-			       .priority_ceiling = TA_AGENT_PRIORITY_CEILING_DEFAULT,
-			       .state_dir = TA_AGENT_RUN_DIR };
-	bool reserve_given = false, step_given = false, protect_tuned = false;
-	bool ceiling_given = false;
-	bool status_given = false;
-	opterr = 0;
-	for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
-		switch (c) {
-		case OPT_INTERVAL:
-		case OPT_RESCAN: {
-			double v = seconds(optarg);
-			if (v < 0) {
-				fprintf(stderr,
-					"tierallocd: bad --%s \"%s\" (seconds, 0.05 to 3600)\n",
-					c == OPT_INTERVAL ? "interval" : "rescan", optarg);
-				return 2;
-			}
-			*(c == OPT_INTERVAL ? &o->interval : &o->rescan) = v;
-			break;
-		}
-		case OPT_PRINT:
-			o->print = true;
-			break;
-		case OPT_STATS:
-			o->stats = true;
-			break;
-		case OPT_ONCE:
-			o->once = o->print = true;
-			break;
-		case OPT_BTF:
-			o->btf = optarg;
-			break;
-		case OPT_METRICS:
-			o->metrics = optarg;
-			break;
-		case OPT_METRICS_ANY:
-			o->metrics_any = true;
-			break;
-		case OPT_TEXTFILE:
-			if (optarg[0] == '\0') {
-				fprintf(stderr, "tierallocd: --textfile needs a path\n");
-				return 2;
-			}
-			o->textfile = optarg;
-			break;
-		case OPT_STATUS:
-			if (optarg[0] == '\0') {
-				fprintf(stderr, "tierallocd: --status needs a path\n");
-				return 2;
-			}
-			o->status = optarg;
-			status_given = true;
-			break;
-		case OPT_ACCESS:
-			if (strcmp(optarg, "damon") != 0 && strcmp(optarg, "none") != 0) {
-				fprintf(stderr, "tierallocd: bad --access \"%s\" (damon or none)\n",
-					optarg);
-				return 2;
-			}
-			o->damon = strcmp(optarg, "damon") == 0;
-			break;
-		case OPT_LEND:
-			o->lend = true;
-			break;
-		case OPT_LEND_RESERVE:
-			if (ta_parse_size(optarg, &o->lend_reserve) != 0) {
-				fprintf(stderr,
-					"tierallocd: bad --lend-reserve \"%s\" (a size: 64M, 512K, "
-					"1G)\n",
-					optarg);
-				return 2;
-			}
-			reserve_given = true;
-			break;
-		case OPT_PRIORITY: {
-			/* CGROUP=N: the last '=' splits, so that a path may hold one. */
-			char *eq = strrchr(optarg, '=');
-			char *end = NULL;
-			unsigned long p = eq != NULL ? strtoul(eq + 1, &end, 10) : 0;
-			if (eq == NULL || eq == optarg || end == eq + 1 || *end != '\0' ||
-			    eq[1] == '-' || p > TA_SHM_LEND_PRIORITY_MAX ||
-			    o->npriorities == TA_AGENT_MAX_PRIORITIES) {
-				fprintf(stderr,
-					"tierallocd: bad --priority \"%s\" (CGROUP=N, N from 0 to "
-					"1000, at most %u of them)\n",
-					optarg, TA_AGENT_MAX_PRIORITIES);
-				return 2;
-			}
-			*eq = '\0';
-			/* Compared with the kernel's paths in canonical form: "/a//b/" is "/a/b".
-			 */
-			char *canon = o->priority_paths[o->npriorities];
-			if (ta_cgpath_canon(optarg, canon, TA_SHM_PATH_MAX + 1) != 0) {
-				fprintf(
-				    stderr,
-				    "tierallocd: bad --priority cgroup \"%s\" (an absolute path "
-				    "without \"..\", /sys/fs/cgroup/...)\n",
-				    optarg);
-				return 2;
-			}
-			for (unsigned q = 0; q < o->npriorities; q++)
-				if (strcmp(o->priorities[q].cgroup, canon) == 0) {
-					fprintf(stderr, "tierallocd: --priority %s given twice\n",
-						canon);
-					return 2;
-				}
-			o->priorities[o->npriorities++] =
-			    (struct ta_agent_priority){ canon, (uint32_t)p };
-			break;
-		}
-		case OPT_PRIORITY_CEILING: {
-			char *end;
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (end == optarg || *end != '\0' || optarg[0] == '-' ||
-			    v > TA_SHM_LEND_PRIORITY_MAX) {
-				fprintf(stderr,
-					"tierallocd: bad --priority-ceiling \"%s\" (0 to 1000)\n",
-					optarg);
-				return 2;
-			}
-			o->priority_ceiling = (uint32_t)v;
-			ceiling_given = true;
-			break;
-		}
-		case OPT_STATE_DIR:
-			if (optarg[0] != '/') {
-				fprintf(stderr, "tierallocd: --state-dir needs an absolute path\n");
-				return 2;
-			}
-			o->state_dir = optarg;
-			break;
-		case OPT_RECLAIM:
-			o->reclaim = true;
-			break;
-		case OPT_RECLAIM_STEP:
-			if (ta_parse_size(optarg, &o->reclaim_step) != 0 ||
-			    o->reclaim_step < 4096) {
-				fprintf(stderr,
-					"tierallocd: bad --reclaim-step \"%s\" (a size of 4K or "
-					"more: 32M, 512K)\n",
-					optarg);
-				return 2;
-			}
-			step_given = true;
-			break;
-		case OPT_RECLAIM_NO_CAP:
-			o->reclaim_no_cap = true;
-			break;
-		case OPT_PROTECT:
-			if (optarg[0] == '\0' || o->nprotect == TA_PROTECT_MAX) {
-				fprintf(stderr,
-					"tierallocd: bad --protect \"%s\" (a cgroup, at most %d of "
-					"them)\n",
-					optarg, TA_PROTECT_MAX);
-				return 2;
-			}
-			o->protect[o->nprotect++] = optarg;
-			break;
-		case OPT_PROTECT_INTERVAL: {
-			char *end;
-			unsigned long v = strtoul(optarg, &end, 10);
-			if (end == optarg || *end != '\0' || optarg[0] == '-' || v < 1 ||
-			    v > 1000) {
-				fprintf(
-				    stderr,
-				    "tierallocd: bad --protect-interval \"%s\" (milliseconds, 1 "
-				    "to 1000)\n",
-				    optarg);
-				return 2;
-			}
-			o->protect_interval_ms = (unsigned)v;
-			protect_tuned = true;
-			break;
-		}
-		case OPT_PROTECT_EXPIRY:
-			o->protect_expiry = seconds(optarg);
-			if (o->protect_expiry < 0) {
-				fprintf(stderr,
-					"tierallocd: bad --protect-expiry \"%s\" (seconds, 0.05 to "
-					"3600)\n",
-					optarg);
-				return 2;
-			}
-			protect_tuned = true;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		case OPT_VERSION:
-			/* PACKAGE_VERSION is configure's, from the VERSION file. */
-			printf("tierallocd %s\n", PACKAGE_VERSION);
-			return 0;
-		default: {
-			const struct option *named = NULL;
-			for (const struct option *l = longopts; l->name != NULL; l++)
-				if (optopt > UCHAR_MAX && l->val == optopt)
-					named = l;
-			if (named != NULL && named->has_arg)
-				fprintf(stderr, "tierallocd: --%s needs a value\n", named->name);
-			else if (named != NULL) /* --print=x */
-				fprintf(stderr, "tierallocd: --%s takes no value\n", named->name);
-			else if (optopt != 0 && optopt <= UCHAR_MAX)
-				fprintf(stderr, "tierallocd: unknown option -%c\n", optopt);
-			else
-				fprintf(stderr, "tierallocd: unknown option %s\n",
-					argv[optind - 1]);
-			usage(stderr);
-			return 2;
-		}
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "tierallocd: unexpected argument \"%s\"\n", argv[optind]);
-		usage(stderr);
-		return 2;
-	}
-	if (reserve_given && !o->lend) {
-		fprintf(stderr, "tierallocd: --lend-reserve without --lend\n");
-		usage(stderr);
-		return 2;
-	}
-	if ((step_given || o->reclaim_no_cap) && !o->reclaim) {
-		fprintf(stderr, "tierallocd: --%s without --reclaim-for-priority\n",
-			step_given ? "reclaim-step" : "reclaim-no-cap");
-		usage(stderr);
-		return 2;
-	}
-	if ((o->npriorities > 0 || ceiling_given) && !o->lend && !o->reclaim) {
-		fprintf(stderr, "tierallocd: --%s without --lend or --reclaim-for-priority\n",
-			o->npriorities > 0 ? "priority" : "priority-ceiling");
-		usage(stderr);
-		return 2;
-	}
-	if (o->protect_expiry * 1000 < 4.0 * o->protect_interval_ms) {
-		fprintf(
-		    stderr,
-		    "tierallocd: --protect-expiry %g s is shorter than 4 --protect-interval (%u "
-		    "ms): requests would lapse between samples\n",
-		    o->protect_expiry, o->protect_interval_ms);
-		usage(stderr);
-		return 2;
-	}
-	if (status_given && o->nprotect == 0 && !o->reclaim) {
-		fprintf(stderr,
-			"tierallocd: --status without --reclaim-for-priority or --protect\n");
-		usage(stderr);
-		return 2;
-	}
-	if (protect_tuned && o->nprotect == 0) {
-		fprintf(stderr, "tierallocd: --protect-interval or --protect-expiry without "
-				"--protect\n");
-		usage(stderr);
-		return 2;
-	}
-	if (o->metrics_any && o->metrics == NULL) {
-		fprintf(stderr, "tierallocd: --metrics-any without --metrics\n");
-		usage(stderr);
-		return 2;
-	}
-	char err[300];
-	if (o->metrics != NULL && ta_metrics_check(o->metrics, o->metrics_any, err, sizeof(err))) {
-		fprintf(stderr, "tierallocd: %s\n", err);
-		usage(stderr);
-		return 2;
-	}
-	return -1;
-}
-
 /* What runs while the agent is attached; cleanup() frees whatever part of it was made. */
 struct agent {
 	struct ta_migcount *migrations;
@@ -580,30 +136,40 @@ struct agent {
 	struct ta_agent_segments *segments;
 	struct ta_agent_count *counts;
 	struct ta_metrics_server *metrics;
-	struct ta_damon *damon;		/* --access damon, when DAMON could be taken */
-	struct ta_reclaim *reclaim;	/* --reclaim-for-priority, when libcgroup started */
-	bool textfile_failed;		/* said once, until a write works again */
-	bool status_failed;		/* the same, for the status file */
-	bool status_written;		/* removed at the end */
-	struct ta_protector *protector; /* --protect */
-	struct ta_steals *steals;	/* --protect's view of reclaim, when it attached */
-	struct ta_lease *lease;		/* the leases of every policy that changes a cgroup file */
-	int lock_fd;			/* STATE_DIR/lock, held while the agent runs */
+	struct ta_damon *damon; /* --access damon, when DAMON could be taken */
+	bool textfile_failed;	/* said once, until a write works again */
+	bool status_failed;	/* the same, for the status file */
+	bool status_written;	/* removed at the end */
+	/* The policies, in the order their rounds run: lending, reclaim, protect (policy.h). */
+	struct ta_agent_policy policy[3];
+	unsigned npolicies;
+	struct ta_steals *steals; /* --protect's view of reclaim, when it attached */
+	struct ta_lease *lease;	  /* the leases of every policy that changes a cgroup file */
+	int lock_fd;		  /* STATE_DIR/lock, held while the agent runs */
 };
+
+/* Whether a policy writes lines into the status file. */
+static bool has_status(const struct agent *ag)
+{
+	for (unsigned i = 0; i < ag->npolicies; i++)
+		if (ag->policy[i].status != NULL)
+			return true;
+	return false;
+}
 
 /* The metrics' text (ta_metrics_body): the segments as they are now. */
 static int metrics_text(void *ctx, FILE *f)
 {
 	struct agent *ag = ctx;
 	int n = ta_agent_segments_metrics(ag->segments, f);
-	if (n >= 0 && ag->reclaim != NULL && ta_reclaim_metrics(ag->reclaim, f) != 0)
-		return -1;
-	if (n >= 0 && ag->protector != NULL && ta_protector_metrics(ag->protector, f) != 0)
-		return -1;
+	for (unsigned i = 0; n >= 0 && i < ag->npolicies; i++)
+		if (ag->policy[i].metrics != NULL &&
+		    ag->policy[i].metrics(ag->policy[i].self, f) != 0)
+			return -1;
 	return n;
 }
 
-static void write_textfile(const struct options *o, struct agent *ag)
+static void write_textfile(const struct ta_agent_options *o, struct agent *ag)
 {
 	if (ta_metrics_textfile(o->textfile, metrics_text, ag) == 0) {
 		ag->textfile_failed = false;
@@ -620,14 +186,14 @@ static int status_text(void *ctx, FILE *f)
 	struct agent *ag = ctx;
 	if (fputs(TA_POLICIES_MAGIC "\n", f) < 0)
 		return -1;
-	if (ag->reclaim != NULL && ta_reclaim_status(ag->reclaim, f) != 0)
-		return -1;
-	if (ag->protector != NULL && ta_protector_status(ag->protector, f) != 0)
-		return -1;
+	for (unsigned i = 0; i < ag->npolicies; i++)
+		if (ag->policy[i].status != NULL &&
+		    ag->policy[i].status(ag->policy[i].self, f) != 0)
+			return -1;
 	return 0;
 }
 
-static void write_status(const struct options *o, struct agent *ag)
+static void write_status(const struct ta_agent_options *o, struct agent *ag)
 {
 	if (ta_metrics_textfile(o->status, status_text, ag) == 0) {
 		ag->status_failed = false;
@@ -644,7 +210,7 @@ static void write_status(const struct options *o, struct agent *ag)
  * state, leaving the cgroup capped after both stopped. flock(2): the kernel drops the lock with
  * the last descriptor of its holder (the keepers close theirs), so a dead agent's lock file never
  * blocks a new one. 0, or 1 with a line saying why. */
-static int take_lock(const struct options *o, struct agent *ag)
+static int take_lock(const struct ta_agent_options *o, struct agent *ag)
 {
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/lock", o->state_dir);
@@ -687,9 +253,73 @@ static int take_lock(const struct options *o, struct agent *ag)
 	return 0;
 }
 
+/* The policies the options ask for, into ag->policy in the order of their rounds: lending
+ * (with --lend, and with --reclaim-for-priority for its yields), reclaim, protect. 0, or 1 when
+ * one that cannot do without what failed (--protect) could not start. */
+static int start_policies(const struct ta_agent_options *o, struct agent *ag)
+{
+	uint32_t interval_ms = (uint32_t)(o->interval * 1000 + 0.5);
+	struct ta_agent_priorities priorities = { .list = o->priorities,
+						  .n = o->npriorities,
+						  .ceiling = o->priority_ceiling };
+	if (o->lend || o->reclaim) {
+		struct ta_agent_lend_config lend;
+		ta_agent_lend_tune(&lend, interval_ms);
+		lend.reserve = o->lend_reserve;
+		lend.priorities = priorities;
+		lend.flags = (o->lend ? TA_LEND_IDLE : 0u) | (o->reclaim ? TA_LEND_YIELD : 0u);
+		if (ta_lender_start(&lend, o->print, &ag->policy[ag->npolicies]) != 0) {
+			fprintf(stderr, "tierallocd: lending: out of memory\n");
+			return 1;
+		}
+		ag->npolicies++;
+		if (o->lend)
+			printf("tierallocd: lending idle shares (reserve %llu bytes)\n",
+			       (unsigned long long)o->lend_reserve);
+	}
+	if (o->reclaim) {
+		/* Not fatal: the rest of the agent works without it. */
+		char err[300];
+		struct ta_reclaim_options ro = { .cap = !o->reclaim_no_cap,
+						 .expiry_ns = ta_reclaim_expiry_ns(
+						     (uint32_t)(o->interval * 1000.0)),
+						 .lease = ag->lease };
+		ta_reclaim_tune(&ro.cfg, interval_ms);
+		ro.cfg.step = o->reclaim_step;
+		ro.cfg.priorities = priorities;
+		if (ta_reclaim_start(&ro, &ag->policy[ag->npolicies], err, sizeof(err)) == 0)
+			ag->npolicies++;
+		else
+			fprintf(stderr, "tierallocd: --reclaim-for-priority: %s; no reclaim\n",
+				err);
+	}
+	if (o->nprotect > 0) {
+		char err[PATH_MAX + 200];
+		/* Not fatal: the policy sees stealing from memory.current's fall without it. */
+		ag->steals = ta_steals_open(o->btf, err, sizeof(err));
+		if (ag->steals == NULL)
+			printf("tierallocd: protect: no BPF view of reclaim (%s): stealing is seen "
+			       "from the victims' usage alone\n",
+			       err);
+		struct ta_protector_opts po = { .interval_ms = o->protect_interval_ms,
+						.expiry_ms =
+						    (uint64_t)(o->protect_expiry * 1000 + 0.5),
+						.lease = ag->lease,
+						.print = o->print,
+						.steals = ag->steals };
+		if (ta_protector_start(o->protect, o->nprotect, &po, &ag->policy[ag->npolicies],
+				       err, sizeof(err)) != 0) {
+			fprintf(stderr, "tierallocd: %s\n", err);
+			return 1;
+		}
+		ag->npolicies++;
+	}
+	return 0;
+}
+
 /* Check the privileges and the kernel, load and attach the programs, and make what run() needs:
  * 0, or the exit status (1) with a line saying why. */
-static int load_attach(const struct options *o, struct agent *ag)
+static int load_attach(const struct ta_agent_options *o, struct agent *ag)
 {
 	if (geteuid() != 0) {
 		fprintf(stderr, "tierallocd: needs root (CAP_BPF and CAP_PERFMON) to load its BPF "
@@ -772,51 +402,10 @@ static int load_attach(const struct options *o, struct agent *ag)
 		if (ag->lease == NULL && o->nprotect > 0)
 			return 1;
 	}
-	if (o->nprotect > 0) {
-		char err[PATH_MAX + 200];
-		/* Not fatal: the policy sees stealing from memory.current's fall without it. */
-		ag->steals = ta_steals_open(o->btf, err, sizeof(err));
-		if (ag->steals == NULL)
-			printf("tierallocd: protect: no BPF view of reclaim (%s): stealing is seen "
-			       "from the victims' usage alone\n",
-			       err);
-		struct ta_protector_opts po = { .interval_ms = o->protect_interval_ms,
-						.expiry_ms =
-						    (uint64_t)(o->protect_expiry * 1000 + 0.5),
-						.lease = ag->lease,
-						.print = o->print,
-						.steals = ag->steals };
-		ag->protector = ta_protector_start(o->protect, o->nprotect, &po, err, sizeof(err));
-		if (ag->protector == NULL) {
-			fprintf(stderr, "tierallocd: %s\n", err);
-			return 1;
-		}
-	}
-	if (o->lend)
-		printf("tierallocd: lending idle shares (reserve %llu bytes)\n",
-		       (unsigned long long)o->lend_reserve);
-	if (o->reclaim) {
-		/* Not fatal: the rest of the agent works without it. */
-		char err[300];
-		struct ta_reclaim_options ro = { .cap = !o->reclaim_no_cap,
-						 .expiry_ns = ta_reclaim_expiry_ns(
-						     (uint32_t)(o->interval * 1000.0)),
-						 .lease = ag->lease };
-		ag->reclaim = ta_reclaim_new(&ro, err, sizeof(err));
-		if (ag->reclaim == NULL)
-			fprintf(stderr, "tierallocd: --reclaim-for-priority: %s; no reclaim\n",
-				err);
-		else
-			printf("tierallocd: reclaim for priority (cgroup v%d at %s, steps of %llu "
-			       "bytes, %s)\n",
-			       ta_cgctl_version(), ta_cgctl_mount(),
-			       (unsigned long long)o->reclaim_step,
-			       ta_reclaim_caps(ag->reclaim) ? "capped at memory.high until room"
-							    : "no caps");
-	}
-	/* The default status file's directory (--protect's state files share it). */
-	if ((ag->reclaim != NULL || ag->protector != NULL) &&
-	    strcmp(o->status, TA_POLICIES_DEFAULT) == 0)
+	if (start_policies(o, ag) != 0)
+		return 1;
+	/* The default status file's directory (the leases' state files share it). */
+	if (has_status(ag) && strcmp(o->status, TA_POLICIES_DEFAULT) == 0)
 		mkdir(TA_AGENT_RUN_DIR, 0755);
 	if (ag->metrics != NULL)
 		printf("tierallocd: metrics at http://%s/metrics\n",
@@ -827,7 +416,7 @@ static int load_attach(const struct options *o, struct agent *ag)
 
 /* Until SIGTERM or SIGINT (or one interval with --once): publish the counts every interval, and
  * at once for the cgroups whose promotions alert. */
-static void run(const struct options *o, struct agent *ag)
+static void run(const struct ta_agent_options *o, struct agent *ag)
 {
 	/* New segments are looked for every --rescan seconds (a scan walks /proc), rounded to
 	 * intervals. */
@@ -836,7 +425,7 @@ static void run(const struct options *o, struct agent *ag)
 	uint32_t flags = ta_migcount_exact(ag->migrations) ? TA_SHM_AGENT_EXACT_NODES : 0;
 	uint32_t interval_ms = (uint32_t)(o->interval * 1000 + 0.5);
 	uint64_t last_rescan_ms = 0, last_textfile_ms = 0, last_status_ms = 0;
-	bool policies = ag->reclaim != NULL || ag->protector != NULL;
+	bool status = has_status(ag);
 	uint64_t alerted[64];
 	int ring_fd = ta_migcount_alerts_fd(ag->migrations);
 	for (unsigned round = 0; !stop; round++) {
@@ -902,26 +491,9 @@ static void run(const struct options *o, struct agent *ag)
 		size_t n = ta_migcount_read(ag->migrations, ag->counts);
 		ta_agent_segments_publish(ag->segments, ag->counts, n, NULL, 0, flags, interval_ms,
 					  o->print);
-		if (o->lend || o->reclaim) {
-			struct ta_agent_lend_config lend;
-			ta_agent_lend_tune(&lend, interval_ms);
-			lend.reserve = o->lend_reserve;
-			lend.priorities = o->priorities;
-			lend.npriorities = o->npriorities;
-			lend.priority_ceiling = o->priority_ceiling;
-			lend.flags =
-			    (o->lend ? TA_LEND_IDLE : 0u) | (o->reclaim ? TA_LEND_YIELD : 0u);
-			ta_agent_segments_lend(ag->segments, &lend, o->print);
-		}
-		if (ag->reclaim != NULL) {
-			struct ta_reclaim_config rc;
-			ta_reclaim_tune(&rc, interval_ms);
-			rc.step = o->reclaim_step;
-			rc.priorities = o->priorities;
-			rc.npriorities = o->npriorities;
-			rc.priority_ceiling = o->priority_ceiling;
-			ta_reclaim_round(ag->reclaim, ag->segments, &rc);
-		}
+		for (unsigned i = 0; i < ag->npolicies; i++)
+			if (ag->policy[i].round != NULL)
+				ag->policy[i].round(ag->policy[i].self, ag->segments);
 		if (o->print)
 			ta_migcount_print(ag->counts, n);
 		if (o->stats)
@@ -930,7 +502,7 @@ static void run(const struct options *o, struct agent *ag)
 			write_textfile(o, ag);
 			last_textfile_ms = monotonic_ms();
 		}
-		if (policies && (last_status_ms == 0 || monotonic_ms() - last_status_ms >= 1000)) {
+		if (status && (last_status_ms == 0 || monotonic_ms() - last_status_ms >= 1000)) {
 			write_status(o, ag);
 			last_status_ms = monotonic_ms();
 		}
@@ -941,16 +513,18 @@ static void run(const struct options *o, struct agent *ag)
 }
 
 /* The one way out: whatever load_attach() made, detached and freed. */
-static void cleanup(const struct options *o, struct agent *ag)
+static void cleanup(const struct ta_agent_options *o, struct agent *ag)
 {
 	/* A status file left behind would show decisions nobody makes any more. */
 	if (ag->status_written)
 		unlink(o->status);
-	ta_protector_stop(ag->protector);
+	while (ag->npolicies > 0) {
+		struct ta_agent_policy *p = &ag->policy[--ag->npolicies];
+		p->stop(p->self);
+	}
+	ta_lease_stop(ag->lease); /* after every policy that held leases */
 	ta_steals_close(ag->steals);
 	ta_damon_stop(ag->damon);
-	ta_reclaim_free(ag->reclaim);
-	ta_lease_stop(ag->lease); /* after every policy that held leases */
 	ta_metrics_free(ag->metrics);
 	ta_migcount_close(ag->migrations);
 	if (ag->segments != NULL)
@@ -964,8 +538,8 @@ static void cleanup(const struct options *o, struct agent *ag)
 
 int main(int argc, char **argv)
 {
-	struct options o;
-	int rc = parse(argc, argv, &o);
+	struct ta_agent_options o;
+	int rc = ta_agent_options_parse(argc, argv, &o);
 	if (rc >= 0)
 		return rc;
 	struct agent ag = { .stats_fd = -1, .lock_fd = -1 };

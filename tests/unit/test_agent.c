@@ -789,13 +789,12 @@ static void test_lend_round(void)
 	char a_path[128];
 	snprintf(a_path, sizeof(a_path), "%s/ta-a", fx_cg);
 	struct ta_agent_priority prio = { a_path, 5 };
-	cfg.priorities = &prio;
-	cfg.npriorities = 1;
+	cfg.priorities = (struct ta_agent_priorities){ .list = &prio, .n = 1 };
 	ta_agent_segments_lend(set, &cfg, false);
 	expect_eq(atomic_load(&lend_of(b)->tier[0].loan), 0);
 	test_context("lend: without it, once A's usage stayed still for the hold, a steered B "
 		     "borrows A's idle part again");
-	cfg.npriorities = 0;
+	cfg.priorities.n = 0;
 	nanosleep(&(struct timespec){ .tv_nsec = 250 * 1000000 }, NULL);
 	poke64(b, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 7);
 	ta_agent_segments_lend(set, &cfg, false);
@@ -873,7 +872,7 @@ static void test_yield_round(void)
 	struct ta_agent_lend_config cfg = { .reserve = 64 * MiB,
 					    .expiry_ns = 60ull * 1000000000u,
 					    .hold_ns = 200 * 1000000ull,
-					    .priority_ceiling = 1000,
+					    .priorities = { .ceiling = 1000 },
 					    .flags = TA_LEND_IDLE | TA_LEND_YIELD };
 	test_context("yield round 1: nobody steered yet: no yield");
 	ta_agent_segments_lend(set, &cfg, false);
@@ -926,14 +925,14 @@ static void test_yield_round(void)
 	test_context("yield: with the default ceiling (0), H's declared 10 ranks it above nobody: "
 		     "no yield");
 	cfg.flags = TA_LEND_IDLE | TA_LEND_YIELD;
-	cfg.priority_ceiling = TA_AGENT_PRIORITY_CEILING_DEFAULT;
+	cfg.priorities.ceiling = TA_AGENT_PRIORITY_CEILING_DEFAULT;
 	poke64(h, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 10);
 	ta_agent_segments_lend(set, &cfg, false);
 	poke64(h, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 11);
 	ta_agent_segments_lend(set, &cfg, false);
 	expect_eq(atomic_load(&lend_of(l)->tier[0].yielded), 0);
 	test_context("yield: a ceiling of 5: H's 10 counts as 5, still above L's 0: L yields");
-	cfg.priority_ceiling = 5;
+	cfg.priorities.ceiling = 5;
 	poke64(h, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 12);
 	ta_agent_segments_lend(set, &cfg, false);
 	expect_eq(atomic_load(&lend_of(l)->tier[0].yielded), 44 * MiB);
@@ -1053,13 +1052,13 @@ static void test_forged_cgroups(void)
 	test_context("forged: --priority batch=0 holds for a segment naming batch/ (declaring "
 		     "1000): its steered neighbour of priority 10 yields it nothing");
 	struct ta_agent_priority batch_zero = { want_batch, 0 };
-	struct ta_agent_lend_config cfg = { .reserve = 64 * MiB,
-					    .expiry_ns = 60ull * 1000000000u,
-					    .hold_ns = 200 * 1000000ull,
-					    .priorities = &batch_zero,
-					    .npriorities = 1,
-					    .priority_ceiling = 1000,
-					    .flags = TA_LEND_IDLE | TA_LEND_YIELD };
+	struct ta_agent_lend_config cfg = {
+		.reserve = 64 * MiB,
+		.expiry_ns = 60ull * 1000000000u,
+		.hold_ns = 200 * 1000000ull,
+		.priorities = { .list = &batch_zero, .n = 1, .ceiling = 1000 },
+		.flags = TA_LEND_IDLE | TA_LEND_YIELD
+	};
 	ta_agent_segments_lend(set, &cfg, false);
 	poke64(fb, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 3);
 	ta_agent_segments_lend(set, &cfg, false);
@@ -1078,7 +1077,7 @@ static void test_forged_cgroups(void)
 	}
 	test_context("forged: without the operator's word, batch's 1000 (within a ceiling of 1000) "
 		     "makes the neighbour yield: the test's own control");
-	cfg.npriorities = 0;
+	cfg.priorities.n = 0;
 	poke64(fb, tier_off(0, offsetof(struct ta_shm_tier, steered_away)), 5);
 	ta_agent_segments_lend(set, &cfg, false);
 	expect_gt(atomic_load(&lend_of(fnb)->tier[0].yielded), 0);
