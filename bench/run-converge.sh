@@ -113,11 +113,11 @@ if [ "${1:-}" = --in-guest ]; then
 		# memory.reclaim returns, wherever node 0 is (node0_after_mib).
 		[ "$arm" = kernel ] || [ "$v" -le "$target" ] || took=-1
 		where_pm "$name"
-		work_cmd "$name" verify
+		proc_cmd "$name" verify
 		bad=$(kv "$REPLY" bad)
 		n1=$(($(anon "$cg" | cut -d' ' -f2) - n1_0))
 		sw=$(($(swapped) - swap0))
-		work_quit "$name"
+		proc_quit "$name"
 		rmdir "$cg" 2>/dev/null || true
 		echo "kernel=$kernel load=$LOAD case=$c arm=$arm converge_ms=$((took * 10))" \
 			"notice_ms=$((notice * 10)) excess_mib=$((excess / M))" \

@@ -64,7 +64,7 @@ if [ "${1:-}" = --in-guest ]; then
 		fi
 		work_start a 3 "$la" 50M 1M 0 "$SPLIT"
 		work_start b 4 "$lb" 100M 1M 0 "$SPLIT"
-		work_cmd b "grow 600M 5"
+		proc_cmd b "grow 600M 5"
 		until_true steady "$lb"
 		a0=$(n0 "$la")
 		b0=$(n0 "$lb")
@@ -81,7 +81,7 @@ if [ "${1:-}" = --in-guest ]; then
 			# grows meanwhile (A's allocations take as much room as they need less; B's
 			# demotion frees some), so room at the poll that sees lent 0 was room then.
 			t0=$(now_cs)
-			work_send a "grow 500M 0"
+			proc_send a "grow 500M 0"
 			until_true lends_nothing
 			seen=$(($(now_cs) - t0))
 			room_then=1
@@ -90,7 +90,7 @@ if [ "${1:-}" = --in-guest ]; then
 			roomy=$(($(now_cs) - t0))
 			until_true n0_within "$lb" $((SHARE + TOL))
 			demoted=$(($(now_cs) - t0))
-			work_wait a
+			proc_wait a
 			grown_a=$REPLY
 			alloc=$(($(now_cs) - t0))
 			until_true n0_above "$la" $((SHARE - TOL))
@@ -105,9 +105,9 @@ if [ "${1:-}" = --in-guest ]; then
 			ask_s=$(awk -v a="${ask:-0}" -v t="$t0" 'BEGIN { printf "%.1f", a - t / 100 }')
 			back_s=$ask_s
 			[ "$room_then" = 1 ] && [ -n "$ask" ] || back_s=$(secs $roomy)
-			work_cmd a verify
+			proc_cmd a verify
 			va=$REPLY
-			work_cmd b verify
+			proc_cmd b verify
 			vb=$REPLY
 			if [ "$(kv "$grown_a" failed)" != 0 ] || [ "$(kv "$va" bad)" != 0 ] ||
 				[ "$(kv "$vb" bad)" != 0 ]; then
@@ -121,8 +121,8 @@ if [ "${1:-}" = --in-guest ]; then
 			kill -TERM "$agent"
 			wait "$agent" || true
 		fi
-		work_quit a
-		work_quit b
+		proc_quit a
+		proc_quit b
 		rmdir "$la" "$lb"
 		echo "$line" | tee -a $out
 	}

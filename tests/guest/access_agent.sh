@@ -68,7 +68,7 @@ fi
 # set (200 MiB).
 ranked() {
 	n0_watch
-	work_cmd "$name" access
+	proc_cmd "$name" access
 	s=$(kv "$REPLY" samples)
 	[ "${s:-0}" -ge $((samples0 + 2)) ] || return 1
 	[ "$need_hot" = 0 ] || [ "$(kv "$REPLY" hot0)" -ge $((100 * M)) ]
@@ -99,13 +99,13 @@ read_case() {
 	need_hot=0
 	[ "$3" = kept ] && need_hot=1
 	if ! until_true ranked; then
-		work_cmd "$name" access
+		proc_cmd "$name" access
 		fail "$test" "not ranked after ${GUARD_S}s: $REPLY"
-		work_quit "$name"
+		proc_quit "$name"
 		rmdir "$cg"
 		return
 	fi
-	work_cmd "$name" access
+	proc_cmd "$name" access
 	hot_ranked=$(kv "$REPLY" hot0)
 	echo "   $test: ranked after $(secs $(($(now_cs) - t0)))s: $REPLY"
 	where_pm "$name"
@@ -117,7 +117,7 @@ read_case() {
 	n0_peak=0
 	if ! until_true settled; then
 		fail "$test" "after ${GUARD_S}s node 0 $(mib "$(n0 "$cg")") (share $(mib "$target") + 15M)"
-		work_quit "$name"
+		proc_quit "$name"
 		rmdir "$cg"
 		return
 	fi
@@ -129,7 +129,7 @@ read_case() {
 		sleep 0.1
 	done
 	where_pm "$name"
-	work_cmd "$name" access
+	proc_cmd "$name" access
 	echo "   $test: settled in $(secs "$took")s; node 0 $(mib "$(n0 "$cg")") against share" \
 		"$(mib "$target") + 15M; working set on node 1: $((hot1_pm / 10)).$((hot1_pm % 10))%"
 	echo "   $test: $where"
@@ -142,7 +142,7 @@ read_case() {
 	moved_pm=$((moved * 1000 / (h0 + h1 + 1)))
 	echo "   $test: the drop sent $((moved_pm / 10)).$((moved_pm % 10))% of the working set" \
 		"to node 1"
-	work_cmd "$name" verify
+	proc_cmd "$name" verify
 	if [ "$(kv "$REPLY" bad)" != 0 ]; then
 		fail "$test" "contents changed: $REPLY"
 	elif [ "${source#"$4"}" = "$source" ]; then
@@ -161,7 +161,7 @@ read_case() {
 	if [ -s "$W/$name.err" ]; then
 		fail "$test" "the workload wrote to stderr: $(cat "$W/$name.err")"
 	fi
-	work_quit "$name"
+	proc_quit "$name"
 	rmdir "$cg" 2>/dev/null
 }
 

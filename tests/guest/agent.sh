@@ -262,9 +262,9 @@ quota_run() {
 	# (tier 0's, the first "migrations" of the document)
 	json_promoted=$(echo "$json" | grep -o '"migrations":{"promoted":[0-9]*' | head -1 |
 		sed 's/.*://')
-	work_cmd "$1" verify
+	proc_cmd "$1" verify
 	verify=$REPLY
-	work_quit "$1"
+	proc_quit "$1"
 	rmdir "$qcg" 2>/dev/null
 	return 0
 }

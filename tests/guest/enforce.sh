@@ -61,7 +61,7 @@ converge() {
 	# The worker starts on first need; give the first readings a moment.
 	sleep 1
 	before=$(n0 "$cg")
-	work_cmd "$1" where
+	proc_cmd "$1" where
 	where0=$REPLY
 	t0=$(now_cs)
 	echo 512M >"$cg/memory.max"
@@ -87,14 +87,14 @@ converge() {
 		[ "$t" -ge "$deadline" ] && break
 		sleep 0.1
 	done
-	work_cmd "$1" where
+	proc_cmd "$1" where
 	where1=$REPLY
-	work_cmd "$1" verify
+	proc_cmd "$1" verify
 	verify=$REPLY
 	demoted=$(peek_tier "$seg" 0 demoted)
 	stat_json=$("$STAT" --json 2>&1)
 	[ -z "$converged" ] && "$STAT" --name "/$seg" | sed 's/^/   /'
-	work_quit "$1"
+	proc_quit "$1"
 	hot_n1=$(kv "$where1" hot_n1)
 	hot_all=$(($(kv "$where1" hot_n0) + hot_n1))
 	cold_n1=$(kv "$where1" cold_n1)
@@ -160,13 +160,13 @@ share_test() {
 	excess=$((before - target))
 	settle_n0 "$cg" "$target"
 	sleep 2
-	work_cmd pa demoted
+	proc_cmd pa demoted
 	da=$(kv "$REPLY" bytes)
-	work_cmd pb demoted
+	proc_cmd pb demoted
 	db=$(kv "$REPLY" bytes)
 	now=$(n0 "$cg")
-	work_quit pa
-	work_quit pb
+	proc_quit pa
+	proc_quit pb
 	total=$((da + db))
 	echo "   two processes: node 0 $(mib "$before") for a share of $(mib "$target") (excess" \
 		"$(mib $excess)); demoted $(mib "$da") + $(mib "$db") = $(mib $total); node 0 now" \
@@ -222,9 +222,9 @@ reclaim_test() {
 	swapped=$(cat "$cg/memory.swap.current")
 	reclaims=$(($(peek_tier "$seg" 0 reclaims) + $(peek_tier "$seg" 1 reclaims)))
 	asked=$(($(peek_tier "$seg" 0 reclaim_asked) + $(peek_tier "$seg" 1 reclaim_asked)))
-	work_cmd reclaim verify
+	proc_cmd reclaim verify
 	verify=$REPLY
-	work_quit reclaim
+	proc_quit reclaim
 	echo "   memory.current peak $(mib "$peak"), $(mib "$after") 1 s after it was" \
 		"$(mib $RECLAIM_MIN) below the peak ($(secs "$took") s after ready); swapped" \
 		"$(mib "$swapped"); $reclaims writes to memory.reclaim asking $(mib "$asked")"
@@ -281,7 +281,7 @@ gate_test() {
 	level=$((share > start ? share + 16 * M : start + 16 * M))
 	until_true n0_above "$cg" $level
 	hi=$(n0 "$cg")
-	work_quit nogate
+	proc_quit nogate
 	echo "   no gate: tier-0 share $(mib "$share"); node 0 $(mib "$start") at start," \
 		"$(mib "$hi") after $(secs "$took_cs") s"
 	if [ "$hi" -gt $level ]; then
@@ -314,9 +314,9 @@ gate_test() {
 	settle_n0 "$cg" "$share" && back=$took_cs
 	watch_n0 "$cg" 4
 	after_hi=$hi
-	work_cmd gate verify
+	proc_cmd gate verify
 	verify=$REPLY
-	work_quit gate
+	proc_quit gate
 	echo "   gated: tier-0 share $(mib "$share"); node 0 at most $(mib "$closed_hi") while" \
 		"shut, $(mib "$open_hi") $(secs "$open_cs") s after memory.max went to 1536M, back" \
 		"under the share in $(secs "${back:-0}") s, at most $(mib "$after_hi") after"

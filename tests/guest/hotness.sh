@@ -65,18 +65,18 @@ hot_case() {
 	# Two samples after the hot thread started (access_base, lib.sh).
 	access_base "$name"
 	if ! until_true samples_after "$name" 2; then
-		work_cmd "$name" access
+		proc_cmd "$name" access
 		fail "$test" "not two access samples after the start in ${GUARD_S}s: $REPLY"
-		work_quit "$name"
+		proc_quit "$name"
 		rmdir "$cg"
 		return
 	fi
-	work_cmd "$name" access
+	proc_cmd "$name" access
 	source=$(kv "$REPLY" source)
 	if [ "$source" != soft-dirty ]; then
 		fail "$test" "access source is $source: this kernel ($(uname -r)) keeps no" \
 			"soft-dirty bits, which tieralloc's unprivileged hotness needs"
-		work_quit "$name"
+		proc_quit "$name"
 		rmdir "$cg"
 		return
 	fi
@@ -99,7 +99,7 @@ hot_case() {
 			sleep 0.1
 		done
 		where_pm "$name"
-		work_cmd "$name" access
+		proc_cmd "$name" access
 		echo "   $test: settled in $(secs "$took")s (the issue's bound: 60 s); node 0" \
 			"peak $(mib "$n0_peak") against share $(mib "$target") + 15M;" \
 			"working set on node 1: $((hot1_pm / 10)).$((hot1_pm % 10))%"
@@ -108,7 +108,7 @@ hot_case() {
 		stat_json=$("$STAT" --json --name "/$seg" 2>&1)
 		access0=$(echo "$stat_json" | sed -n 's/.*"tier":0,[^{]*"access":{\([^}]*\)}.*/\1/p')
 		echo "   $test: tieralloc-stat, tier 0: $access0"
-		work_cmd "$name" verify
+		proc_cmd "$name" verify
 		if [ "$(kv "$REPLY" bad)" != 0 ]; then
 			fail "$test" "contents changed: $REPLY"
 		elif [ "$hot1_pm" -gt "$want_pm" ]; then
@@ -127,7 +127,7 @@ hot_case() {
 			pass "$test"
 		fi
 	else
-		work_cmd "$name" access
+		proc_cmd "$name" access
 		fail "$test" "after ${GUARD_S}s node 0 $(mib "$(n0 "$cg")") (share" \
 			"$(mib "$target") + 15M), working set on node 1 $((hot1_pm / 10))%: $where;" \
 			"$REPLY"
@@ -135,7 +135,7 @@ hot_case() {
 	if [ -s "$W/$name.err" ]; then
 		fail "$test" "the workload wrote to stderr: $(cat "$W/$name.err")"
 	fi
-	work_quit "$name"
+	proc_quit "$name"
 	rmdir "$cg" 2>/dev/null
 }
 

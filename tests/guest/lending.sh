@@ -79,7 +79,7 @@ cg_new ta-lb 900M
 lb=$cg
 work_start a 3 "$la" 50M 1M 0 "$SPLIT"
 work_start b 4 "$lb" 100M 1M 0 "$SPLIT"
-work_cmd b "grow 600M 5"
+proc_cmd b "grow 600M 5"
 grown_b=$REPLY
 want=$((SHARE + (SHARE - 50 * M - RESERVE) / 2))
 until_true n0_above "$lb" "$want"
@@ -105,7 +105,7 @@ fi
 
 # ------------------------------------------------------------- lending.take_back
 t0=$(now_cs)
-work_cmd a "grow 500M 0"
+proc_cmd a "grow 500M 0"
 grown_a=$REPLY
 a_done=$(($(now_cs) - t0))
 until_true n0_above "$la" $((SHARE - TOL))
@@ -114,9 +114,9 @@ until_true both_settled
 took=$(($(now_cs) - t0))
 a_n0=$(n0 "$la")
 b_n0=$(n0 "$lb")
-work_cmd a verify
+proc_cmd a verify
 va=$REPLY
-work_cmd b verify
+proc_cmd b verify
 vb=$REPLY
 echo "   take-back: A's 500 MiB allocated in $(secs "$a_done") s, A at its share on node 0" \
 	"$(secs "$a_share") s and B back within its own $(secs "$took") s after A's command;" \
@@ -132,8 +132,8 @@ elif [ "$(kv "$va" bad)" != 0 ] || [ "$(kv "$vb" bad)" != 0 ]; then
 else
 	pass lending.take_back
 fi
-work_quit a
-work_quit b
+proc_quit a
+proc_quit b
 
 # ------------------------------------------------------------- lending.priority
 # memory.max 600M: shares of 200M. L holds 20 MiB (116M to lend above the reserve); Lo
@@ -149,12 +149,12 @@ ph=$cg
 work_start l 5 "$pl" 20M 1M 0 "$SPLIT"
 work_start lo 6 "$plo" 50M 1M 0 "$SPLIT" TIERALLOC_PRIORITY=0
 work_start h 7 "$ph" 50M 1M 0 "$SPLIT" TIERALLOC_PRIORITY=10
-work_cmd lo "grow 350M 5"
+proc_cmd lo "grow 350M 5"
 until_true n0_above "$plo" "$pwant"
 lo_first=$(n0 "$plo")
 lo_took=$took_cs
 t0=$(now_cs)
-work_cmd h "grow 350M 5"
+proc_cmd h "grow 350M 5"
 h_over() { n0_above "$ph" "$pwant" && n0_within "$plo" $((PSHARE + TOL)); }
 until_true h_over
 took=$(($(now_cs) - t0))
@@ -162,9 +162,9 @@ h_n0=$(n0 "$ph")
 lo_n0=$(n0 "$plo")
 h_loan=$(loan_of "$ph")
 lo_loan=$(loan_of "$plo")
-work_cmd lo verify
+proc_cmd lo verify
 vlo=$REPLY
-work_cmd h verify
+proc_cmd h verify
 vh=$REPLY
 echo "   priority: Lo borrowed first (node0 $(mib "$lo_first") after $(secs "$lo_took") s); then" \
 	"H (priority 10) node0 $(mib "$h_n0") loan $(mib "${h_loan:-0}"), Lo node0 $(mib "$lo_n0")" \
@@ -178,9 +178,9 @@ elif [ "$(kv "$vlo" bad)" != 0 ] || [ "$(kv "$vh" bad)" != 0 ]; then
 else
 	pass lending.priority
 fi
-work_quit l
-work_quit lo
-work_quit h
+proc_quit l
+proc_quit lo
+proc_quit h
 
 # ------------------------------------------------------------- lending.priority_together
 # 6(b) with the two priorities competing at once: the same three containers, but Lo and H are
@@ -208,13 +208,13 @@ sample_lo() {
 }
 grown() { [ "$(wc -l <"$W/$1.out")" -ge "$(eval echo "\$n_$1")" ]; }
 t0=$(now_cs)
-work_send lo "grow 350M 5"
-work_send h "grow 350M 5"
+proc_send lo "grow 350M 5"
+proc_send h "grow 350M 5"
 both_grown() { sample_lo && grown lo && grown h; }
 until_true both_grown
-work_wait lo
+proc_wait lo
 glo=$REPLY
-work_wait h
+proc_wait h
 gh=$REPLY
 h_first() { sample_lo && n0_above "$th" "$pwant" && n0_within "$tlo" $((PSHARE + TOL)); }
 until_true h_first
@@ -225,9 +225,9 @@ h_loan=$(loan_of "$th")
 lo_loan=$(loan_of "$tlo")
 h_b=$(borrowed_of "$th")
 lo_b=$(borrowed_of "$tlo")
-work_cmd lo verify
+proc_cmd lo verify
 vlo=$REPLY
-work_cmd h verify
+proc_cmd h verify
 vh=$REPLY
 echo "   priority_together: $(secs "$took") s after both grew ($glo; $gh): H node0 $(mib "$h_n0")" \
 	"loan $(mib "${h_loan:-0}") borrowed $(mib "${h_b:-0}"), Lo node0 $(mib "$lo_n0") loan" \
@@ -248,9 +248,9 @@ elif [ "$(kv "$vlo" bad)" != 0 ] || [ "$(kv "$vh" bad)" != 0 ]; then
 else
 	pass lending.priority_together
 fi
-work_quit l
-work_quit lo
-work_quit h
+proc_quit l
+proc_quit lo
+proc_quit h
 
 # ------------------------------------------------------------- lending.expiry
 cg_new ta-lc 900M
@@ -259,7 +259,7 @@ cg_new ta-ld 900M
 ld=$cg
 work_start c 5 "$lc" 50M 1M 0 "$SPLIT"
 work_start d 6 "$ld" 100M 1M 0 "$SPLIT"
-work_cmd d "grow 600M 5"
+proc_cmd d "grow 600M 5"
 until_true n0_above "$ld" "$want"
 d_n0=$(n0 "$ld")
 kill -KILL "$agent"
@@ -268,7 +268,7 @@ t0=$(now_cs)
 settle_n0 "$ld" $((SHARE + TOL))
 took=$(($(now_cs) - t0))
 d_after=$(n0 "$ld")
-work_cmd d verify
+proc_cmd d verify
 vd=$REPLY
 echo "   expiry: D node0 $(mib "$d_n0") with the loan, $(mib "$d_after") $(secs "$took") s after" \
 	"the agent was killed ($vd)"
@@ -281,8 +281,8 @@ elif [ "$(kv "$vd" bad)" != 0 ]; then
 else
 	pass lending.expiry
 fi
-work_quit c
-work_quit d
+proc_quit c
+proc_quit d
 
 # ------------------------------------------------------------- lending.yield
 "$AGENT" --reclaim-for-priority --priority-ceiling 1000 --interval 0.25 --rescan 0.5 --print \
@@ -305,7 +305,7 @@ n1() {
 y_n0=$(n0 "$ly")
 y_n1=$(n1 "$ly")
 t0=$(now_cs)
-work_cmd p "grow 350M 5"
+proc_cmd p "grow 350M 5"
 gp=$REPLY
 # The outcome: Y demoted for P and P placed on node 0 what Y gave.
 yielded() {
@@ -319,9 +319,9 @@ p_loan=$(loan_of "$lp")
 ya_n0=$(n0 "$ly")
 ya_n1=$(n1 "$ly")
 p_n0=$(n0 "$lp")
-work_cmd y verify
+proc_cmd y verify
 vy=$REPLY
-work_cmd p verify
+proc_cmd p verify
 vp=$REPLY
 echo "   yield: $(secs "$took") s after P grew ($gp): Y node0 $(mib "$y_n0") -> $(mib "$ya_n0")," \
 	"node1 $(mib "$y_n1") -> $(mib "$ya_n1"), yielded $(mib "${y_given:-0}"); P node0" \
@@ -344,7 +344,7 @@ elif [ "$(kv "$vy" bad)" != 0 ] || [ "$(kv "$vp" bad)" != 0 ]; then
 	fail lending.yield "memory lost: $vy; $vp"
 	ok=0
 fi
-work_quit p
+proc_quit p
 yield_over() { [ "$(lend0 "$ly" yielded)" = 0 ]; }
 if [ $ok = 1 ] && ! until_true yield_over; then
 	fail lending.yield "Y still yields $(mib "$(lend0 "$ly" yielded)") after P quit"
@@ -352,7 +352,7 @@ elif [ $ok = 1 ]; then
 	echo "   yield: ended $(secs "$took_cs") s after P quit"
 	pass lending.yield
 fi
-work_quit y
+proc_quit y
 kill "$agent"
 wait "$agent" 2>/dev/null
 exit $failed

@@ -80,36 +80,45 @@ n0() {
 # share0 SEG BYTES: tier 0's share of a cgroup-wide limit, from the segment's share_ppm.
 share0() { echo $(($2 * $(peek_tier "$1" 0 share_ppm) / 1000000)); }
 
-# work_start NAME FD CGROUP TOTAL BLOCK HOT [VAR=value...]: enforce_work in CGROUP under the
-# preload, its commands through a FIFO held open on FD (3..9), replies in $W/NAME.out; waits for
-# "ready".
-work_start() {
-	name=$1
-	fd=$2
-	cgdir=$3
-	total=$4
-	block=$5
-	hot=$6
-	shift 6
-	rm -f "$W/$name.in"
-	mkfifo "$W/$name.in"
-	: >"$W/$name.out"
-	eval "exec $fd<>$W/$name.in"
-	(echo 0 >"$cgdir/cgroup.procs" && exec env "$@" LD_PRELOAD="$PRELOAD" "$WORK" \
-		"$total" "$block" "$hot" <"$W/$name.in" >"$W/$name.out" 2>"$W/$name.err") &
-	eval "pid_$name=\$!; fd_$name=$fd; n_$name=1"
-	work_wait "$name"
+# The one harness of a program driven by commands, a line each, with a reply line each (quota_hog,
+# enforce_work): proc_start starts it, proc_cmd sends a command and waits for its reply, proc_quit
+# ends it.
+#
+# proc_start NAME FD CGROUP "PROGRAM [ARG...]" [VAR=value...]: the program (its words split at
+# spaces) in CGROUP under the preload, with VAR=value in its environment; its commands through a
+# FIFO held open on FD (3..9), its replies in $W/NAME.out, its stderr in $W/NAME.err.
+proc_start() {
+	eval "fd_$1=$2; cg_$1=$3; n_$1=0"
+	_name=$1
+	_fd=$2
+	_cg=$3
+	_argv=$4
+	shift 4
+	rm -f "$W/$_name.in"
+	mkfifo "$W/$_name.in"
+	: >"$W/$_name.out"
+	# Held open for reading and writing: the program's open of the FIFO never blocks, and it
+	# sees no end of file between commands.
+	eval "exec $_fd<>$W/$_name.in"
+	# "echo 0" moves the writing process: the subshell that then becomes the program.
+	# shellcheck disable=SC2086 # the program's words, split on purpose
+	(echo 0 >"$_cg/cgroup.procs" && exec env "$@" LD_PRELOAD="$PRELOAD" $_argv \
+		<"$W/$_name.in" >"$W/$_name.out" 2>"$W/$_name.err") &
+	eval "pid_$_name=\$!"
 }
 
-# work_wait NAME: its next reply line, in $REPLY (a guard of 300 s against a hung program).
-# shellcheck disable=SC2154 # n_ and pid_ are set through eval
-work_wait() {
-	eval "n=\$n_$1; pid=\$pid_$1"
+# proc_wait NAME: its next reply line, in $REPLY; 1 when it died first, or after a guard of
+# 300 s against a hung program (not a timing check), saying so with its cgroup's events and its
+# stderr.
+# shellcheck disable=SC2154 # n_, pid_ and cg_ are set through eval
+proc_wait() {
+	eval "n=\$n_$1; pid=\$pid_$1; _cg=\$cg_$1"
 	tries=0
 	while [ "$(wc -l <"$W/$1.out")" -lt "$n" ]; do
 		if ! kill -0 "$pid" 2>/dev/null || [ $tries -ge 3000 ]; then
 			REPLY=
-			echo "enforce_work $1: no reply; stderr: $(cat "$W/$1.err")"
+			echo "$1: no reply line $n; its cgroup's events:" \
+				"$(cat "$_cg/memory.events" 2>/dev/null | tr '\n' ' '); stderr: $(cat "$W/$1.err")"
 			return 1
 		fi
 		sleep 0.1
@@ -118,24 +127,38 @@ work_wait() {
 	REPLY=$(sed -n "${n}p" "$W/$1.out")
 }
 
-# work_send NAME CMD: the command only; its reply is for a later work_wait NAME (so that the
+# proc_send NAME CMD: the command only; its reply is for a later proc_wait NAME (so that the
 # caller can watch something while the program works).
-work_send() {
+proc_send() {
 	eval "fd=\$fd_$1; n_$1=\$((n_$1 + 1))"
 	echo "$2" >&"$fd"
 }
 
-# work_cmd NAME CMD
-work_cmd() {
-	work_send "$1" "$2"
-	work_wait "$1"
+# proc_cmd NAME CMD: send, wait for the reply line, leave it in $REPLY.
+proc_cmd() {
+	proc_send "$1" "$2"
+	proc_wait "$1"
 }
 
-work_quit() {
+proc_quit() {
 	eval "fd=\$fd_$1; pid=\$pid_$1"
 	echo quit >&"$fd"
 	wait "$pid"
 	eval "exec $fd>&-"
+	rm -f "$W/$1.in"
+}
+
+# work_start NAME FD CGROUP TOTAL BLOCK HOT [VAR=value...]: enforce_work (tests/guest/
+# enforce_work.c) through proc_start; waits for its "ready" line.
+work_start() {
+	_work_name=$1
+	_work_fd=$2
+	_work_cg=$3
+	_work_argv="$WORK $4 $5 $6"
+	shift 6
+	proc_start "$_work_name" "$_work_fd" "$_work_cg" "$_work_argv" "$@"
+	eval "n_$_work_name=1"
+	proc_wait "$_work_name"
 }
 
 # lend0 CGROUP FIELD: tier 0's FIELD (loan, lent, borrowed...) in the lending block of the
@@ -198,7 +221,7 @@ record_emit() {
 # For the working-set tests (hotness.sh, access_agent.sh): the share of the working set's pages
 # on node 1, in per mille, in $hot1_pm, and the placement line in $where (enforce_work's "where").
 where_pm() {
-	work_cmd "$1" where
+	proc_cmd "$1" where
 	where=$REPLY
 	h0=$(kv "$where" hot_n0)
 	h1=$(kv "$where" hot_n1)
@@ -211,13 +234,13 @@ where_pm() {
 # keeps within 2% of a CPU), so a sample counted from the program's start can be older than the
 # hot thread.
 access_base() {
-	work_cmd "$1" access
+	proc_cmd "$1" access
 	samples0=$(kv "$REPLY" samples)
 	: "${samples0:=0}"
 }
 samples_after() {
 	n0_watch
-	work_cmd "$1" access
+	proc_cmd "$1" access
 	s=$(kv "$REPLY" samples)
 	[ "${s:-0}" -ge $((samples0 + $2)) ]
 }

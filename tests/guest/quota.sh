@@ -49,59 +49,19 @@ for f in "$PRELOAD" "$HOG" "$PEEK" "$STAT"; do
 done
 
 
-# hog_start NAME FD CGROUP [VAR=value...]: quota_hog in CGROUP under the preload, its commands
-# through a FIFO held open on FD (3..9), replies in $W/NAME.out.
+# hog_start NAME FD CGROUP [VAR=value...]: quota_hog in CGROUP through proc_start (lib.sh);
+# proc_cmd and proc_quit drive it.
 hog_start() {
-	name=$1
-	fd=$2
-	cgdir=$3
+	_hog_name=$1
+	_hog_fd=$2
+	_hog_cg=$3
 	shift 3
-	rm -f $W/$name.in
-	mkfifo $W/$name.in
-	: >$W/$name.out
-	eval "exec $fd<>$W/$name.in"
-	# "echo 0" moves the writing process: the subshell that then becomes the hog.
-	(echo 0 >"$cgdir/cgroup.procs" && exec env "$@" LD_PRELOAD="$PRELOAD" "$HOG" \
-		<$W/$name.in >$W/$name.out 2>$W/$name.err) &
-	eval "pid_$name=\$!"
-	eval "fd_$name=$fd"
-	eval "cg_$name=$cgdir"
-	eval "n_$name=0"
-}
-
-# hog_cmd NAME CMD: send, wait for the reply line, leave it in $REPLY. A guard of 300 s
-# against a hung program, not a timing check.
-# shellcheck disable=SC2154 # n and pid are set through eval
-hog_cmd() {
-	eval "fd=\$fd_$1; n=\$((n_$1 + 1)); n_$1=\$n; pid=\$pid_$1"
-	echo "$2" >&"$fd"
-	tries=0
-	while [ "$(wc -l <$W/$1.out)" -lt "$n" ]; do
-		if ! kill -0 "$pid" 2>/dev/null || [ $tries -ge 3000 ]; then
-			REPLY=
-			eval "c=\$cg_$1"
-			echo "hog $1: no reply to '$2'; its cgroup's events: $(tr '\n' ' ' <"$c/memory.events");" \
-				"stderr:"
-			cat $W/$1.err
-			return 1
-		fi
-		sleep 0.1
-		tries=$((tries + 1))
-	done
-	REPLY=$(sed -n "${n}p" $W/$1.out)
-}
-
-hog_quit() {
-	eval "fd=\$fd_$1; pid=\$pid_$1"
-	echo quit >&"$fd"
-	wait "$pid"
-	eval "exec $fd>&-"
-	rm -f $W/$1.in
+	proc_start "$_hog_name" "$_hog_fd" "$_hog_cg" "$HOG" "$@"
 }
 
 # warm NAME: one explicit block in each tier, so that both tiers' memkind kinds are set up before
 # the baseline is read.
-warm() { hog_cmd "$1" "tier 0 4K" && hog_cmd "$1" "tier 1 4K"; }
+warm() { proc_cmd "$1" "tier 0 4K" && proc_cmd "$1" "tier 1 4K"; }
 
 # ---------------------------------------------------------------- quota.limits
 cg_new tq-limits 512M
@@ -109,7 +69,7 @@ echo 384M >$cg/memory.high
 echo 128M >$cg/memory.low
 echo 64M >$cg/memory.min
 hog_start lim 3 $cg
-hog_cmd lim pid
+proc_cmd lim pid
 seg=$(seg_of $cg)
 echo "segment of $cg (inode $(stat -c %i $cg)): /$seg"
 "$STAT" --name "/$seg"
@@ -171,7 +131,7 @@ echo max >$cg/memory.high
 t0=$(now_cs)
 gen1=$gen0
 while [ "$gen1" = "$gen0" ] && [ $(($(now_cs) - t0)) -lt $((GUARD_S * 100)) ]; do
-	hog_cmd lim "alloc 64K 4K 1"
+	proc_cmd lim "alloc 64K 4K 1"
 	sleep 0.5
 	gen1=$("$PEEK" "$seg" | sed -n 's/.* generation=\([0-9]*\) .*/\1/p')
 done
@@ -183,13 +143,13 @@ else
 	echo "$out"
 	fail quota.limits.reread "memory.max 512M -> 256M, memory.high -> max not picked up (generation $gen0 -> $gen1)"
 fi
-hog_quit lim
+proc_quit lim
 rm -f "/dev/shm/$seg"
 rmdir $cg
 
 cg_new tq-split 256M
 hog_start spl 3 $cg TIERALLOC_SPLIT="0=75;1=25"
-hog_cmd spl pid
+proc_cmd spl pid
 seg=$(seg_of $cg)
 if out=$(check_limits $cg "750000,250000"); then
 	echo "$out"
@@ -204,7 +164,7 @@ if [ "$ppm" = 750000 ]; then
 else
 	fail quota.limits.split_share_shown "segment's tier-0 share_ppm $ppm with TIERALLOC_SPLIT=0=75;1=25 (shm_abi.h: capacity share or TIERALLOC_SPLIT)"
 fi
-hog_quit spl
+proc_quit spl
 rm -f "/dev/shm/$seg"
 rmdir $cg
 
@@ -216,7 +176,7 @@ settle() { until_true n0_anon_near "$1" "$2"; }
 # ---------------------------------------------------------------- quota.residency
 cg_new tq-resid ${CGMAX}M
 hog_start res 3 $cg
-if warm res && base=$(anon $cg) && hog_cmd res "alloc ${WORK_MIB}M 4K 1"; then
+if warm res && base=$(anon $cg) && proc_cmd res "alloc ${WORK_MIB}M 4K 1"; then
 	seg=$(seg_of $cg)
 	max0=$(peek_tier "$seg" 0 max)
 	settle $cg "$max0"
@@ -233,7 +193,7 @@ if warm res && base=$(anon $cg) && hog_cmd res "alloc ${WORK_MIB}M 4K 1"; then
 	else
 		fail quota.residency "N0 is $(mib "$3") (want the tier-0 max $(mib "$max0") +- $(mib $TOL)); N0 + N1 grew by $(mib $((d0 + d1))) (want $(mib $((WORK_MIB * M))) +- $(mib $TOL))"
 	fi
-	hog_quit res
+	proc_quit res
 	rm -f "/dev/shm/$seg"
 else
 	fail quota.residency "the workload did not finish"
@@ -256,7 +216,7 @@ fair() {
 		hogfd=$((hogfd + 1))
 		warm $x || ok=0
 		eval "base_$x=\"$(anon $cg)\""
-		hog_cmd $x "alloc ${WORK_MIB}M 4K 1" || ok=0
+		proc_cmd $x "alloc ${WORK_MIB}M 4K 1" || ok=0
 	done
 	for x in $first $second; do
 		c=/sys/fs/cgroup/tq-$x
@@ -266,8 +226,8 @@ fair() {
 		eval "set -- \$base_$x $(anon $c)"
 		eval "r_$x=\"$(($3 - $1)) $(($4 - $2)) $m0 $3 $4\""
 	done
-	hog_quit $first
-	hog_quit $second
+	proc_quit $first
+	proc_quit $second
 	for x in $first $second; do
 		c=/sys/fs/cgroup/tq-$x
 		s=$(seg_of $c)
