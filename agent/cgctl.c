@@ -15,6 +15,7 @@
 
 #include "agent.h"
 #include "cgctl.h"
+#include "reclaim.h"
 
 static char mount_point[4096];
 static int version;

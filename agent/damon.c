@@ -31,6 +31,7 @@
 
 #include "agent.h"
 #include "base/base.h"
+#include "damon.h"
 #include "enforce/heatfile.h"
 
 /* What it costs (bench/run-access-agent.sh, 1 GiB, TCG guest, docs/DESIGN-NOTES.md): the

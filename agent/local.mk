@@ -6,8 +6,8 @@ if HAVE_BPF
 sbin_PROGRAMS = agent/tierallocd
 agent_tierallocd_SOURCES = agent/tierallocd.c agent/options.c agent/options.h agent/policy.h agent/agent.h agent/tally.c agent/segments.c agent/segset.h \
 	agent/trust.c agent/publish.c agent/lender.c agent/snapshot.c \
-	agent/lend.c agent/pressure.c agent/reclaim.c agent/lease.c agent/lease.h agent/cgstat.c agent/cgfile.c agent/cgctl.c agent/cgctl.h agent/metrics.c \
-	agent/damon.c agent/protect.c agent/protect.h agent/protector.c agent/protector.h agent/status.c agent/status.h \
+	agent/lend.c agent/pressure.c agent/reclaim.c agent/reclaim.h agent/lease.c agent/lease.h agent/cgstat.c agent/cgfile.c agent/cgctl.c agent/cgctl.h agent/metrics.c agent/metrics.h \
+	agent/damon.c agent/damon.h agent/protect.c agent/protect.h agent/protector.c agent/protector.h agent/status.c agent/status.h \
 	agent/steals.c agent/steals.h agent/migcount.c agent/migcount.h bpf/steals_map.h \
 	bpf/migrations.h
 nodist_agent_tierallocd_SOURCES = bpf/migrations.skel.h bpf/steals.skel.h

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "metrics.h"
 
 #define REQUEST_MAX 4096
 #define MAX_CLIENTS 16

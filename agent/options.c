@@ -12,6 +12,7 @@
 
 #include "base/base.h"
 #include "cgpath.h"
+#include "metrics.h"
 #include "options.h"
 #include "policies.h"
 

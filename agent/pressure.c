@@ -58,6 +58,7 @@
  *   4 MiB at a time, the overshoot is a part of 4 MiB, well inside the margin.
  */
 #include "agent.h"
+#include "reclaim.h"
 
 static uint64_t sub0(uint64_t a, uint64_t b)
 {

@@ -42,6 +42,7 @@
 #include "lease.h"
 #include "policy.h"
 #include "prom.h"
+#include "reclaim.h"
 #include "status.h"
 
 #define MiB (1024.0 * 1024.0)

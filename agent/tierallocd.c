@@ -70,12 +70,15 @@
 #include "agent.h"
 #include "base/base.h"
 #include "cgctl.h"
+#include "damon.h"
 #include "lease.h"
+#include "metrics.h"
 #include "migcount.h"
 #include "migrations.h" /* TA_BPF_MAX_KEYS */
 #include "options.h"
 #include "policy.h"
 #include "protector.h"
+#include "reclaim.h"
 #include "status.h"
 #include "steals.h"
 

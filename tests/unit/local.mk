@@ -150,7 +150,7 @@ tests_unit_test_heatfile_CFLAGS = $(unit_cflags)
 tests_unit_test_heatfile_LDADD = $(unit_ldadd)
 
 # tierallocd --access damon's file side (agent/damon.c) needs no BPF and no DAMON: always built.
-tests_unit_test_damon_SOURCES = tests/unit/test_damon.c tests/lib/test.h agent/damon.c agent/agent.h
+tests_unit_test_damon_SOURCES = tests/unit/test_damon.c tests/lib/test.h agent/damon.c agent/damon.h agent/agent.h
 tests_unit_test_damon_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
 tests_unit_test_damon_CFLAGS = $(unit_cflags)
 tests_unit_test_damon_LDADD = $(unit_ldadd)
@@ -160,7 +160,7 @@ tests_unit_test_lend_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
 tests_unit_test_lend_CFLAGS = $(unit_cflags)
 tests_unit_test_lend_LDADD = $(unit_ldadd)
 tests_unit_test_pressure_plan_SOURCES = tests/unit/test_pressure_plan.c tests/lib/test.h agent/pressure.c \
-	agent/cgstat.c agent/agent.h agent/cgctl.h
+	agent/cgstat.c agent/agent.h agent/cgctl.h agent/reclaim.h
 tests_unit_test_pressure_plan_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
 tests_unit_test_pressure_plan_CFLAGS = $(unit_cflags)
 tests_unit_test_pressure_plan_LDADD = $(unit_ldadd)
@@ -186,7 +186,7 @@ if HAVE_BPF
 check_PROGRAMS += tests/unit/test_cgctl
 TESTS += tests/unit/test_cgctl
 tests_unit_test_cgctl_SOURCES = tests/unit/test_cgctl.c tests/lib/test.h agent/cgctl.c \
-	agent/cgctl.h agent/cgstat.c agent/agent.h
+	agent/cgctl.h agent/cgstat.c agent/agent.h agent/reclaim.h
 tests_unit_test_cgctl_CPPFLAGS = $(unit_cppflags) -I$(top_srcdir)/agent
 tests_unit_test_cgctl_CFLAGS = $(unit_cflags) $(LIBCGROUP_CFLAGS)
 tests_unit_test_cgctl_LDADD = $(unit_ldadd) $(LIBCGROUP_LIBS)

@@ -13,6 +13,7 @@
 
 #include "agent.h"
 #include "cgctl.h"
+#include "reclaim.h"
 #include "test.h"
 
 int main(void)

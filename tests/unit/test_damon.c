@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "damon.h"
 #include "enforce/heatfile.h"
 #include "test.h"
 

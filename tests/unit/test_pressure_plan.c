@@ -20,6 +20,7 @@
 
 #include "agent.h"
 #include "cgctl.h"
+#include "reclaim.h"
 #include "test.h"
 
 #define MiB ((uint64_t)1 << 20)
