@@ -47,14 +47,15 @@
 #include "prom.h"
 #include "record.h"
 #include "segment.h"
+#include "stat_policies.h"
 #include "stat_scan.h"
+#include "stat_text.h"
 #include "units.h"
 #include "quota/cgroup.h"
 #include "quota/shm.h"
 
 #define CGROUP_MOUNT  "/sys/fs/cgroup"
 #define TIER_NAME_MAX sizeof(((struct ta_shm_tier *)0)->name)
-#define COLUMNS	      100 /* the default table's width */
 
 struct seg {
 	char name[300];	    /* "/" and the file's name, as read: printed escaped */
@@ -78,115 +79,6 @@ struct seg {
 static const char *shm_dir = "/dev/shm";
 
 /* ---- printing what a segment says ---- */
-
-/* The code point of the UTF-8 sequence at s (at most n bytes), and its length; 0 when it is not
- * a valid, shortest-form sequence. */
-static unsigned utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
-{
-	unsigned len;
-	uint32_t c = s[0], min;
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	} else if ((c & 0xe0) == 0xc0) {
-		len = 2, c &= 0x1f, min = 0x80;
-	} else if ((c & 0xf0) == 0xe0) {
-		len = 3, c &= 0x0f, min = 0x800;
-	} else if ((c & 0xf8) == 0xf0) {
-		len = 4, c &= 0x07, min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (len > n)
-		return 0;
-	for (unsigned i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = c << 6 | (s[i] & 0x3f);
-	}
-	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-		return 0;
-	*cp = c;
-	return len;
-}
-
-/* For a terminal: printable ASCII as is, a backslash doubled, every other byte as \xNN. */
-static void text_escape(const char *s, char *out, size_t n)
-{
-	size_t pos = 0;
-	for (; *s != '\0' && pos + 5 <= n; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '\\')
-			pos += (size_t)snprintf(out + pos, n - pos, "\\\\");
-		else if (c >= 0x20 && c < 0x7f)
-			out[pos++] = (char)c;
-		else
-			pos += (size_t)snprintf(out + pos, n - pos, "\\x%02x", c);
-	}
-	out[pos] = '\0';
-}
-
-static void text_print(const char *s)
-{
-	char buf[4 * TA_SHM_PATH_MAX + 8];
-	text_escape(s, buf, sizeof(buf));
-	fputs(buf, stdout);
-}
-
-/* A JSON string: valid UTF-8 as is, except control characters (C0, DEL, C1), which are escaped;
- * a byte that is not valid UTF-8 becomes U+FFFD. */
-static void json_string(const char *str)
-{
-	const unsigned char *s = (const unsigned char *)str;
-	size_t n = strlen(str);
-	putchar('"');
-	while (n > 0) {
-		uint32_t cp;
-		unsigned len = utf8_next(s, n, &cp);
-		if (len == 0) {
-			fputs("\\ufffd", stdout);
-			len = 1;
-		} else if (cp == '"' || cp == '\\') {
-			printf("\\%c", (char)cp);
-		} else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0)) {
-			printf("\\u%04x", (unsigned)cp);
-		} else {
-			fwrite(s, 1, len, stdout);
-		}
-		s += len;
-		n -= len;
-	}
-	putchar('"');
-}
-
-/* Bytes as tieralloc-run prints them (IEC, one decimal); "max" for no limit. */
-static void human(uint64_t v, char *buf, size_t n)
-{
-	if (v == TA_SHM_UNLIMITED)
-		snprintf(buf, n, "max");
-	else
-		ta_iec_bytes(v, buf, n);
-}
-
-/* A count in at most width characters: in full, or as 1.84e+19 when it does not fit (a forged
- * counter must not widen the table). */
-static void count(uint64_t v, int width, char *buf, size_t n)
-{
-	if (snprintf(buf, n, "%llu", (unsigned long long)v) > width)
-		snprintf(buf, n, "%.2e", (double)v);
-}
-
-/* s (ASCII, already escaped) in at most max characters: its middle elided with "...". */
-static void elide(const char *s, size_t max, char *out, size_t n)
-{
-	size_t len = strlen(s);
-	if (len <= max || max < 8) {
-		snprintf(out, n, "%s", s);
-		return;
-	}
-	size_t head = (max - 3) / 2, tail = max - 3 - head;
-	snprintf(out, n, "%.*s...%s", (int)head, s, s + len - tail);
-}
 
 /* Read len bytes at off of the file into the copy (within its size: checked by the caller). */
 static bool read_part(int fd, struct seg *s, uint64_t off, uint64_t len)
@@ -548,7 +440,7 @@ static const struct ta_shm_lend *lending(const struct seg *s, bool *live)
 	return l;
 }
 
-/* One line per segment in the default table (within COLUMNS for two tiers); a table with
+/* One line per segment in the default table (within TA_STAT_COLUMNS for two tiers); a table with
  * --wide. */
 static void print_lending(const struct seg *s, bool wide)
 {
@@ -592,7 +484,7 @@ static void print_lending(const struct seg *s, bool wide)
 }
 
 /* The segment's heading: its name, where it was seen, its processes and its cgroup. One line
- * with --wide; in the default table two, each at most COLUMNS wide (the name and the path
+ * with --wide; in the default table two, each at most TA_STAT_COLUMNS wide (the name and the path
  * elided in their middle). */
 static void print_heading(const struct seg *s, bool wide)
 {
@@ -615,9 +507,10 @@ static void print_heading(const struct seg *s, bool wide)
 		printf("%s%s  cgroup %s%s%s\n", name, where, path, version, procs);
 	} else {
 		char fit[sizeof(path)];
-		elide(name, COLUMNS - strlen(where) - strlen(procs), fit, sizeof(fit));
+		elide(name, TA_STAT_COLUMNS - strlen(where) - strlen(procs), fit, sizeof(fit));
 		printf("%s%s%s\n", fit, where, procs);
-		elide(path, COLUMNS - strlen("cgroup ") - strlen(version), fit, sizeof(fit));
+		elide(path, TA_STAT_COLUMNS - strlen("cgroup ") - strlen(version), fit,
+		      sizeof(fit));
 		printf("cgroup %s%s\n", fit, version);
 	}
 	if (s->gone)
@@ -977,154 +870,6 @@ static void visit(const struct ta_place *p, const char *file, void *ctx)
 
 /* Every segment, or those named --name (ours, and any of other mount namespaces); false when a
  * named one could be read nowhere. */
-/* The agent's policies' status file (common/policies.h), read like a segment: without following a
- * link or blocking, a regular file of at most 256 KiB. Its text in a malloc'd buffer (*len
- * bytes) and its age in seconds, or NULL with errno. */
-static char *read_policies(const char *path, size_t *len, long *age)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
-		return NULL;
-	struct stat st;
-	char *buf = NULL;
-	if (fstat(fd, &st) != 0)
-		goto out;
-	if (!S_ISREG(st.st_mode) || st.st_size > 256 * 1024) {
-		errno = !S_ISREG(st.st_mode) ? EINVAL : EFBIG;
-		goto out;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (buf == NULL)
-		goto out;
-	ssize_t got = pread(fd, buf, (size_t)st.st_size, 0);
-	if (got < 0) {
-		free(buf);
-		buf = NULL;
-		goto out;
-	}
-	*len = (size_t)got;
-	*age = (long)(time(NULL) - st.st_mtime);
-out:
-	close(fd);
-	return buf;
-}
-
-/* A value as the table shows it: bytes in IEC units, seconds with "s" (and "ago" for a last_
- * time), paths escaped. */
-static void policy_value(const struct ta_policy_kv *kv, char *out, size_t n)
-{
-	size_t klen = strlen(kv->key);
-	char *end;
-	unsigned long long v = strtoull(kv->value, &end, 10);
-	bool number = kv->value[0] >= '0' && kv->value[0] <= '9' && *end == '\0';
-	if (number && klen > 6 && strcmp(kv->key + klen - 6, "_bytes") == 0)
-		ta_iec_bytes(v, out, n);
-	else if (number && klen > 2 && strcmp(kv->key + klen - 2, "_s") == 0)
-		snprintf(out, n, "%llu s%s", v, strncmp(kv->key, "last_", 5) == 0 ? " ago" : "");
-	else
-		text_escape(kv->value, out, n);
-}
-
-/* The key as the table shows it: its unit suffix dropped, "_" as " ". */
-static void policy_key(const char *key, char *out, size_t n)
-{
-	size_t len = strlen(key);
-	if (len > 6 && strcmp(key + len - 6, "_bytes") == 0)
-		len -= 6;
-	else if (len > 2 && strcmp(key + len - 2, "_s") == 0)
-		len -= 2;
-	snprintf(out, n, "%.*s", (int)len, key);
-	for (char *c = out; *c != '\0'; c++)
-		if (*c == '_')
-			*c = ' ';
-}
-
-#define POLICIES_MAX 256
-
-/* What the agent's policies decided (tierallocd --reclaim-for-priority, --protect), after the
- * segments: a table section or the document's "policies" member. Nothing in the table when
- * the agent runs no policy (no file), unless --policies named it. */
-static void show_policies(struct run *r)
-{
-	size_t len = 0;
-	long age = 0;
-	char *text = read_policies(r->policies, &len, &age);
-	int err = errno;
-	struct ta_policy *p = NULL;
-	int n = -1;
-	unsigned bad = 0;
-	if (text != NULL && (p = calloc(POLICIES_MAX, sizeof(*p))) != NULL)
-		n = ta_policies_parse(text, len, p, POLICIES_MAX, &bad);
-	free(text);
-	char file[4 * 4096 + 8];
-	text_escape(r->policies, file, sizeof(file));
-	if (text == NULL || n < 0) {
-		const char *why = text == NULL ? strerror(err) : "not a tierallocd policies file";
-		if (r->policies_given || (text != NULL && n < 0)) {
-			fprintf(stderr, "tieralloc-stat: %s: %s\n", file, why);
-			r->bad = true;
-		}
-		if (r->format == JSON)
-			printf(",\"policies\":null");
-		free(p);
-		return;
-	}
-	if (r->format == JSON) {
-		printf(",\"policies\":{\"file\":");
-		json_string(r->policies);
-		printf(",\"age_s\":%ld,\"unparsed_lines\":%u,\"entries\":[", age, bad);
-		for (int i = 0; i < n; i++) {
-			printf("%s{\"kind\":", i ? "," : "");
-			json_string(p[i].kind);
-			for (unsigned k = 0; k < p[i].n; k++) {
-				const char *v = p[i].kv[k].value;
-				char *end;
-				strtoull(v, &end, 10);
-				printf(",");
-				json_string(p[i].kv[k].key);
-				printf(":");
-				if (v[0] >= '0' && v[0] <= '9' && *end == '\0' && strlen(v) < 20)
-					fputs(v, stdout);
-				else
-					json_string(v);
-			}
-			printf("}");
-		}
-		printf("]}");
-		free(p);
-		return;
-	}
-	printf("\ntierallocd's policies (%s, written %ld s ago%s)%s\n", file, age,
-	       age > 5 ? ": is tierallocd still running?" : "", n == 0 ? ": none yet" : "");
-	for (int i = 0; i < n; i++) {
-		char kind[4 * TA_POLICY_KEY_MAX + 8], path[4 * TA_POLICY_PATH_MAX + 8];
-		text_escape(p[i].kind, kind, sizeof(kind));
-		text_escape(ta_policy_get(&p[i], "path"), path, sizeof(path));
-		printf("  %s %s\n   ", kind, path);
-		unsigned col = 3;
-		for (unsigned k = 0; k < p[i].n; k++) {
-			if (strcmp(p[i].kv[k].key, "path") == 0)
-				continue;
-			char key[TA_POLICY_KEY_MAX + 1], value[4 * TA_POLICY_PATH_MAX + 8];
-			policy_key(p[i].kv[k].key, key, sizeof(key));
-			policy_value(&p[i].kv[k], value, sizeof(value));
-			size_t w = strlen(key) + strlen(value) + 3;
-			if (col > 3 && col + w > COLUMNS) {
-				printf(",\n   ");
-				col = 3;
-			} else if (col > 3) {
-				putchar(',');
-			}
-			printf(" %s %s", key, value);
-			col += (unsigned)w;
-		}
-		printf("\n");
-	}
-	if (bad > 0)
-		printf("  (%u line%s not understood)\n", bad, bad == 1 ? "" : "s");
-	free(p);
-}
-
 static bool show_all(struct run *r)
 {
 	r->shown = 0;
@@ -1166,8 +911,9 @@ static bool show_all(struct run *r)
 	}
 	if (r->format == JSON)
 		printf("]");
-	if (r->format != PROMETHEUS && r->only == NULL)
-		show_policies(r);
+	if (r->format != PROMETHEUS && r->only == NULL &&
+	    !ta_stat_show_policies(r->policies, r->policies_given, r->format == JSON))
+		r->bad = true;
 	if (r->format == JSON)
 		printf("}\n");
 	if (r->format == PROMETHEUS && ta_prom_write(stdout, prom_segs, prom_n) != 0)
