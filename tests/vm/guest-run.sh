@@ -93,6 +93,8 @@ environment:
   TIERALLOC_VM_CACHE  cache directory (default $HOME/.cache/tieralloc-vm)
   TIERALLOC_VM_QEMU   QEMU binary (default qemu-system-x86_64)
   TIERALLOC_VM_KERNEL default for --kernel (default 6.1)
+  TIERALLOC_VM_TCG    how QEMU's TCG runs the vCPUs: single (one host thread
+                      for all, the default) or multi (a thread per vCPU)
 
 exit status: the script's; 2 if the guest could not run or died (one line on
 stderr says why); 124 if the script did not finish within --timeout.
@@ -158,6 +160,7 @@ with_python=0
 use_bzimage=0
 prepare_only=0
 kernel_spec=${TIERALLOC_VM_KERNEL:-6.1}
+tcg_thread=${TIERALLOC_VM_TCG:-single}
 
 need_arg()
 {
@@ -271,6 +274,8 @@ fi
 script_args=("$@")
 
 [[ $cpus =~ ^[1-9][0-9]*$ && $cpus -le 64 ]] || usage_error "--cpus wants 1..64, not '$cpus'"
+[[ $tcg_thread == single || $tcg_thread == multi ]] ||
+	usage_error "TIERALLOC_VM_TCG is single or multi, not '$tcg_thread'"
 [[ $timeout_s =~ ^[1-9][0-9]*$ ]] || usage_error "--timeout wants a number of seconds, not '$timeout_s'"
 case $kernel_spec in
 6.1 | 6.12 | linux-image-[0-9]*) ;;
@@ -863,6 +868,12 @@ for i in "${!node_mib[@]}"; do
 done
 
 # TCG, not KVM: a KVM guest hangs at boot on the development host.
+# thread=single: one host thread runs every vCPU in turn. With a thread per vCPU (QEMU 7.2's
+# default), Debian's 6.12 died now and then of "Oops: int3" at kernel text being patched while the
+# other vCPU ran it (text_poke), in boot or in the middle of a test; one thread also leaves the
+# host's other core to a second guest (tests/run-all.sh runs both kernels' suites side by side).
+# oops=panic: an oops ends the guest at once (panic=-1, -no-reboot) instead of leaving a test to
+# wait on a task that died holding a lock, until the guest's timeout.
 # no_timer_check: the kernel checks at boot that the timer interrupt arrives through the IO-APIC
 # within a few busy-wait loops; on a loaded host the emulated CPU is too slow for that, and the
 # guest panicked ("IO-APIC + timer doesn't work!") at a load average of 15.
@@ -870,9 +881,9 @@ done
 # three serial ports are all the I/O there is. QEMU's stdin is /dev/null, so
 # the caller's terminal is never touched.
 qemu_cmd=(
-	"$QEMU" -accel tcg -cpu max -smp "$cpus" -m "${total}M" "${numa[@]}"
+	"$QEMU" -accel "tcg,thread=$tcg_thread" -cpu max -smp "$cpus" -m "${total}M" "${numa[@]}"
 	-kernel "$kernel" -initrd "$RUN/initrd.cpio"
-	-append "console=ttyS0 quiet panic=-1 no_timer_check rdinit=/init $append"
+	-append "console=ttyS0 quiet panic=-1 oops=panic no_timer_check rdinit=/init $append"
 	-nographic -nodefaults -no-reboot -monitor none
 	-chardev "file,id=s0,path=$RUN/console.log" -serial chardev:s0
 	-chardev "file,id=s1,path=$RUN/output.log" -serial chardev:s1
