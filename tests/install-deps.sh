@@ -19,7 +19,8 @@ dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q 'install ok instal
 # jemalloc, mimalloc (libmimalloc2.0) and gperftools' tcmalloc (libtcmalloc-minimal4)
 # the agent (bpf/): clang for the BPF program, bpftool for vmlinux.h and the skeleton, libbpf;
 # libcgroup for its reads and writes of other cgroups' control files (agent/cgctl.c)
-# tests: the real programs the integration tests run (nodejs for the runtimes' guest test),
+# tests: the real programs the integration tests run (nodejs and openjdk-17-jdk-headless, whose
+# javac and jlink build a Java program and a small runtime, for the runtimes' guest test),
 # clang-format for the style check, groff and man-db to render the manual pages with warnings on
 # (tests/man/); prometheus for promtool and a
 # server that scrapes the agent (its service is not started: the tests run their own);
@@ -36,7 +37,7 @@ apt-get install -y -q --no-install-recommends \
 	clang bpftool libbpf-dev libcgroup-dev \
 	git sqlite3 perl python3 nodejs g++ clang-format gdb ca-certificates groff-base man-db \
 	debhelper dpkg-dev devscripts fakeroot systemd systemd-container prometheus gnuplot-nox \
-	podman runc python3-yaml
+	podman runc python3-yaml openjdk-17-jdk-headless
 # kubectl for the manifests' client-side dry run: Debian's kubernetes-client, unless a kubectl
 # is installed already (another package's /usr/bin/kubectl would make dpkg refuse it)
 command -v kubectl >/dev/null 2>&1 ||

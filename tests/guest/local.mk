@@ -30,6 +30,25 @@ if HAVE_BPF
 GUEST_AGENT = --include $(abs_top_builddir)/agent/tierallocd
 endif
 
+# The runtimes guest's Java: Hold.java compiled, and a runtime of java.base alone (configure's
+# JAVAC and JLINK; without them runtimes.sh says FAIL for Java).
+EXTRA_DIST += tests/guest/Hold.java
+if HAVE_JAVA
+GUEST_JRE_FILES = tests/guest/java/Hold.class tests/guest/jre/release
+GUEST_JRE_INCLUDES = --include $(abs_top_builddir)/tests/guest/java \
+	--include $(abs_top_builddir)/tests/guest/jre
+endif
+tests/guest/java/Hold.class: $(top_srcdir)/tests/guest/Hold.java
+	@$(MKDIR_P) tests/guest/java
+	$(AM_V_GEN)$(JAVAC) --release 17 -d tests/guest/java $(top_srcdir)/tests/guest/Hold.java
+tests/guest/jre/release:
+	$(AM_V_GEN)rm -rf tests/guest/jre && $(JLINK) --add-modules java.base --strip-debug \
+		--no-man-pages --no-header-files --output tests/guest/jre
+clean-local: clean-guest-java
+clean-guest-java:
+	rm -rf tests/guest/java tests/guest/jre
+.PHONY: clean-guest-java
+
 GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
 # The guest kernel: 6.1 (Debian 12's default), 6.12 (Debian 12's linux-image-6.12-amd64), or a
 # linux-image-* package name (tests/vm/README.md); `make check-guest GUEST_KERNEL=6.12`.
@@ -40,14 +59,14 @@ GUEST_KERNEL = 6.1
 # passed so far. `make check-guest GUEST_TIMEOUT=...` to change it.
 GUEST_TIMEOUT = 6000
 # Then the runtimes' fairness (runtimes.sh, issue 30) in a guest of its own: it needs node 0 to
-# be a third of memory (--node-mem 1G,2G), node (/usr/bin/node: its test fails without it) and
-# python3.
+# be a third of memory (--node-mem 1G,2G), node (/usr/bin/node: its test fails without it),
+# python3, and the Java program with its runtime (GUEST_JRE_FILES).
 # The guest's output is kept in tests/guest/suite-KERNEL.out; the recordings in it
 # (quota.fairness, enforce.converge.small: record_emit in lib.sh) are drawn into
 # tests/guest/NAME-KERNEL.png next to it (plots.sh). The status is the guest's, or 1 when a
 # recording could not be drawn.
 check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tieralloc-plot \
-		$(sbin_PROGRAMS)
+		$(sbin_PROGRAMS) $(GUEST_JRE_FILES)
 	@$(MKDIR_P) tests/guest
 	{ $(GUEST_RUN) --kernel $(GUEST_KERNEL) --env GUEST_KERNEL=$(GUEST_KERNEL) \
 		--timeout $(GUEST_TIMEOUT) --with-python3 --module zram --module ext4 --module crc32c_generic \
@@ -88,6 +107,7 @@ check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tie
 		--include $(abs_top_builddir)/preload/.libs/libtieralloc-preload.so \
 		--include $(abs_top_builddir)/src/.libs/libtieralloc.so.0 \
 		--include $(abs_top_builddir)/tests/quota/shm_peek $(if $(wildcard /usr/bin/node),--include /usr/bin/node) \
+		$(GUEST_JRE_INCLUDES) \
 		--include $(abs_top_srcdir)/tests/guest/lib.sh \
 		--include $(abs_top_srcdir)/tests/guest/runtimes.sh -- \
 		$(abs_top_srcdir)/tests/guest/runtimes.sh $(abs_top_builddir) $(abs_top_srcdir) || \

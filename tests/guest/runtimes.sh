@@ -2,14 +2,15 @@
 # SPDX-License-Identifier: MIT
 # Fairness for runtimes (issue 30 item 4): two containers (memory.max 900M each), each running the
 # same program of a runtime whose heap does not come from malloc, the second started ~10 s after
-# the first: Node.js (V8's heap, ~586 MiB of JS strings) and Python (pymalloc's arenas, ~600 MiB
-# of small str objects). Run in its own guest with node 0 a third of memory (make check-guest
+# the first: Node.js (V8's heap, ~586 MiB of JS strings), Python (pymalloc's arenas, ~600 MiB
+# of small str objects) and Java (G1's heap, ~446 MiB of strings, tests/guest/Hold.java). Run in
+# its own guest with node 0 a third of memory (make check-guest
 # boots it with --node-mem 1G,2G after the suite): a 900M container's tier-0 share is then ~290M
 # (node 0's MemTotal is 962 MiB of 2.9 GiB), and node 0's free memory (~700 MiB once the kernel
 # and the initramfs are in) holds both shares but not both programs.
 # Usage: runtimes.sh BUILDDIR SRCDIR. Prints "PASS name" / "FAIL name: why"; exit 1 on failure.
 #
-#   runtimes.R.output  (R: node, python) every program built its data, then read it all back
+#   runtimes.R.output  (R: node, python, java) every program built its data, then read it all back
 #                      after both had built theirs: its checksum at the end is the one it computed
 #                      as it built it, and the same in both containers (same program, same data).
 #   runtimes.R.fair    once both have built their data, node 0 of each container (memory.numa_stat
@@ -31,6 +32,8 @@ GUARD_S=1200
 . "$S/tests/guest/lib.sh"
 NODE=/usr/bin/node
 PYTHON=/usr/bin/python3
+# java.base alone, made by jlink at build time (make check-guest, configure's JLINK).
+JAVA=$B/tests/guest/jre/bin/java
 rm -rf $W
 mkdir -p $W
 
@@ -112,6 +115,10 @@ prog_start() {
 	case $_r in
 	node) set -- "$@" $NODE --max-old-space-size=1024 $W/hold.js 600000 1008 $W/go ;;
 	python) set -- "$@" $PYTHON $W/hold.py 2400000 200 $W/go ;;
+	# 450,000 strings of 1000 Latin-1 characters: a 1016-byte array and a 24-byte String
+	# each, 446 MiB (G1 with 2 CPUs; -Xmx640m leaves its copying room within 900M).
+	java) set -- "$@" $JAVA -XX:+UseG1GC -Xmx640m -cp $B/tests/guest/java Hold 450000 1000 \
+		$W/go ;;
 	esac
 	# "echo 0" moves the writing process: the subshell that then becomes the program.
 	(echo 0 >"$_c/cgroup.procs" && exec env "$@" >$W/$_n.out 2>$W/$_n.err) &
@@ -248,4 +255,5 @@ echo "runtimes: node 0 $(sed -n 's/.*MemTotal: *//p' /sys/devices/system/node/no
 	"node 1 $(sed -n 's/.*MemTotal: *//p' /sys/devices/system/node/node1/meminfo)"
 runtime node $NODE
 runtime python $PYTHON
+runtime java $JAVA
 exit $failed
