@@ -9,8 +9,9 @@
 # Usage: run-converge.sh BUILDDIR SRCDIR [REPS]   (REPS rounds per kernel and load; default 3)
 # Environment: BENCH_KERNELS (default "6.1 6.12"), BENCH_LOADS (default "quiet loaded"),
 # BENCH_CASES (default "wide small large"), BENCH_ARMS (default "tieralloc kernel"). Loaded:
-# a second guest spins on its two vCPUs for the whole measurement (a host load of about 4 on two
-# cores, as another container's test would make), started before and stopped after.
+# a second guest spins on its two vCPUs, a host thread each, for the whole measurement (a host
+# load of about 4 on two cores, as another container's test would make), started before and
+# stopped after. The measured guest runs as TIERALLOC_VM_TCG says (guest-run.sh; default single).
 #
 # Cases (enforce_work under the preload; the same program under glibc for the kernel's arm):
 #   wide   600 MiB of 64 KiB blocks, the first half read over and over, memory.max 1200M -> 900M
@@ -154,9 +155,10 @@ for k in ${BENCH_KERNELS:-6.1 6.12}; do
 	for load in ${BENCH_LOADS:-quiet loaded}; do
 		spin=
 		if [ "$load" = loaded ]; then
-			# Another guest, both vCPUs busy, for longer than any measurement.
+			# Another guest, both vCPUs busy on a host thread each, for longer than any
+			# measurement.
 			printf 'while :; do :; done &\nwhile :; do :; done &\nsleep 3000\n' |
-				"$S/tests/vm/guest-run.sh" --kernel 6.1 --timeout 3000 -- - \
+				TIERALLOC_VM_TCG=multi "$S/tests/vm/guest-run.sh" --kernel 6.1 --timeout 3000 -- - \
 				>/dev/null 2>&1 &
 			spin=$!
 			sleep 15
@@ -189,6 +191,7 @@ done 2>&1
 echo
 echo "convergence after a lowered limit, ms from the write (min / median / max of $REPS rounds);"
 echo "tieralloc: node 0 at the new tier-0 share; kernel: memory.reclaim of the same excess."
+echo "measured guest's TCG: ${TIERALLOC_VM_TCG:-single} (TIERALLOC_VM_TCG; the loaded host's spinner: multi)"
 awk '
 function sort(a, n,   i, j, t) {
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
