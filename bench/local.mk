@@ -48,6 +48,15 @@ bench-coverage: $(lib_LTLIBRARIES)
 	bash $(top_srcdir)/bench/run-coverage.sh $(abs_top_builddir)
 .PHONY: bench-coverage
 
+# What the preload costs runtimes whose heaps are not malloc's (python3, node, java workloads of
+# allocation and GC): time and max RSS without a preload, under tieralloc with and without a
+# quota segment, and under the installed peers, interleaved (`make bench-runtime-cost`;
+# BENCH_REPS rounds, default 5; this host, no guest).
+EXTRA_DIST += bench/run-runtime-cost.py
+bench-runtime-cost: $(lib_LTLIBRARIES)
+	python3 $(top_srcdir)/bench/run-runtime-cost.py $(abs_top_builddir) --reps $${BENCH_REPS:-5}
+.PHONY: bench-runtime-cost
+
 # Memory footprint against glibc and jemalloc (`make bench-footprint` on this host;
 # `make bench-footprint-guest` in the two-node QEMU guest with THP "always"). The workload is
 # also used by the footprint tests. Not under the preload itself: the driver preloads it.
