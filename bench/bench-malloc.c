@@ -80,6 +80,8 @@ struct band {
 /* Step counts keep every cell in the tens of milliseconds for the fast allocators. */
 static const struct band bands[] = {
 	{ "small", 16, 512, 2000000 },
+	/* Issue 33's second small-object measurement: every small class, packed ones included. */
+	{ "mixed", 16, 16384, 1000000 },
 	{ "medium", 1024, 65536, 250000 },
 	{ "large", 1u << 20, 1u << 20, 50000 },
 };
@@ -677,7 +679,7 @@ static void usage(FILE *f)
 	    "A: glibc jemalloc mimalloc tcmalloc tieralloc memkind memkind-detect\n"
 	    "   (jemalloc, mimalloc, tcmalloc: run with LD_PRELOAD=libjemalloc.so.2,\n"
 	    "   libmimalloc.so.2, libtcmalloc_minimal.so.4; the others without a preload)\n"
-	    "B: small (16-512 B), medium (1-64 KiB), large (1 MiB)\n"
+	    "B: small (16-512 B), mixed (16 B-16 KiB), medium (1-64 KiB), large (1 MiB)\n"
 	    "--ops: timed steps per thread, cut into --segments (default 20) timed separately.\n"
 	    "Prints one line; ns= is the fastest segment's wall time per step per thread,\n"
 	    "ns_median= the median segment's, ns_mean= all segments', slowest_thread= the slowest\n"

@@ -17,7 +17,7 @@
 # variables are removed from the environment). A peer that is not installed reads "missing".
 #
 # Usage: run-bench.sh [--bin PATH] [--reps N] [--ops-scale F] [--stat best|median|mean]
-#                     [--bands "small medium large"] [--threads "1 2"]
+#                     [--bands "small mixed medium large"] [--threads "1 2"]
 # Environment: BENCH_REPS (default 5); BENCH_JEMALLOC, BENCH_MIMALLOC, BENCH_TCMALLOC (paths of
 # the peers' libraries, found by ldconfig otherwise); BENCH_ALLOCS (the columns to run, default
 # all: jemalloc mimalloc tcmalloc glibc memkind memkind-detect tieralloc tieralloc-local).
@@ -31,7 +31,7 @@ bin=./bench/bench-malloc
 reps=${BENCH_REPS:-5}
 scale=1
 stat=best
-bands="small medium large"
+bands="small mixed medium large"
 threads_list="1 2"
 # tieralloc-local: the same allocator with its per-cgroup quota segment turned off
 # (TIERALLOC_SHM_NAME=off): the difference is what charging the shared quota costs.
@@ -109,7 +109,7 @@ results=$tmp/results
 : >"$results"
 
 ops_for() { # steps of a band (bench-malloc's defaults), times --ops-scale
-	case $1 in small) n=2000000 ;; medium) n=250000 ;; large) n=50000 ;; *) n=100000 ;; esac
+	case $1 in small) n=2000000 ;; mixed) n=1000000 ;; medium) n=250000 ;; large) n=50000 ;; *) n=100000 ;; esac
 	awk -v n="$n" -v s="$scale" 'BEGIN { v = int(n * s); if (v < 1000) v = 1000; print v }'
 }
 
@@ -173,9 +173,9 @@ done
 echo "versions: $versions"
 [ -z "$missing" ] || echo "missing peers (not installed, not measured):$missing"
 echo "workload: ring of 256 live slots per thread, random slot replaced each step (free, malloc,"
-echo "          write first byte); sizes uniform: small 16-512 B, medium 1-64 KiB, large 1 MiB;"
-echo "          steps per thread: small $(ops_for small), medium $(ops_for medium)," \
-	"large $(ops_for large), after a warm-up"
+echo "          write first byte); sizes uniform: small 16-512 B, mixed 16 B-16 KiB, medium 1-64 KiB,"
+echo "          large 1 MiB; steps per thread: small $(ops_for small), mixed $(ops_for mixed)," \
+	"medium $(ops_for medium), large $(ops_for large), after a warm-up"
 echo
 
 r=0
