@@ -1,6 +1,7 @@
 # Integration tests: unmodified programs run under the LD_PRELOAD library.
 #   test_<program>.sh  run a real program (python3, git, gcc, sqlite3, perl, bash, tar, sort, a
-#                      C++ workload) with and without the preload and compare (lib.sh);
+#                      C++ workload; node and java in test_runtimes.sh) with and without the
+#                      preload and compare (lib.sh);
 #                      test_env.sh checks the TIERALLOC_* variables as a user meets them.
 #   prog_*.c           robustness programs started under the preload by tests/run-preload.sh
 #                      (fork, thread churn, exit paths, signals, the malloc family mixed); they
@@ -23,7 +24,8 @@ EXTRA_DIST += tests/run-preload.sh tests/integration/lib.sh \
 	tests/integration/test_python.sh tests/integration/test_sort.sh \
 	tests/integration/test_sqlite.sh tests/integration/test_tar.sh \
 	tests/integration/test_twotier.sh tests/integration/test_stat.sh \
-	tests/integration/test_misuse.sh tests/integration/prog_maps_place.env
+	tests/integration/test_misuse.sh tests/integration/prog_maps_place.env \
+	tests/integration/test_runtimes.sh
 
 # A sanitizer runtime wants malloc for itself: no LD_PRELOAD tests in a sanitized build.
 if !SANITIZED
@@ -100,6 +102,7 @@ TESTS += $(ta_it_progs) \
 	tests/integration/test_stat.sh \
 	tests/integration/test_cxx.sh \
 	tests/integration/test_python.sh \
+	tests/integration/test_runtimes.sh \
 	tests/integration/test_git.sh \
 	tests/integration/test_gcc.sh \
 	tests/integration/test_sqlite.sh \
