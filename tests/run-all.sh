@@ -200,6 +200,12 @@ if [ "$guest_deadline" -le $((t_guests + 60)) ]; then
 elif [ -d "$top/_build/default" ] && [ -f "$top/_build/default/Makefile" ]; then
 	kernels=${TIERALLOC_GUEST_KERNELS:-6.1 6.12}
 	echo "=== guest tests, kernels $kernels, side by side ($((guest_deadline - t_guests)) s at most)"
+	# Built once here: two makes building the same files at once would race.
+	if ! make -C "$top/_build/default" -j"$jobs" check-guest-deps >"$top/_build/default/check-guest-deps.out" 2>&1; then
+		tail -20 "$top/_build/default/check-guest-deps.out"
+		fail "guest tests: building what they need failed (_build/default/check-guest-deps.out)"
+		kernels=
+	fi
 	for k in $kernels; do
 		rm -f "$top/_build/default/check-guest-$k.out"*
 		guest_attempts "$k" &

@@ -38,15 +38,20 @@ GUEST_JRE_FILES = tests/guest/java/Hold.class tests/guest/jre/release
 GUEST_JRE_INCLUDES = --include $(abs_top_builddir)/tests/guest/java \
 	--include $(abs_top_builddir)/tests/guest/jre
 endif
+# Each made in a directory of its own and renamed into place: two makes at once (both kernels'
+# suites, tests/run-all.sh) must never see the other's half-made runtime.
 tests/guest/java/Hold.class: $(top_srcdir)/tests/guest/Hold.java
 	@$(MKDIR_P) tests/guest/java
-	$(AM_V_GEN)$(JAVAC) --release 17 -d tests/guest/java $(top_srcdir)/tests/guest/Hold.java
+	$(AM_V_GEN)t=tests/guest/java.tmp.$$$$ && rm -rf $$t && \
+		$(JAVAC) --release 17 -d $$t $(top_srcdir)/tests/guest/Hold.java && \
+		mv -f $$t/Hold.class $@ && rm -rf $$t
 tests/guest/jre/release:
-	$(AM_V_GEN)rm -rf tests/guest/jre && $(JLINK) --add-modules java.base --strip-debug \
-		--no-man-pages --no-header-files --output tests/guest/jre
+	$(AM_V_GEN)t=tests/guest/jre.tmp.$$$$ && rm -rf $$t && \
+		$(JLINK) --add-modules java.base --strip-debug --no-man-pages --no-header-files \
+		--output $$t && rm -rf tests/guest/jre && mv $$t tests/guest/jre
 clean-local: clean-guest-java
 clean-guest-java:
-	rm -rf tests/guest/java tests/guest/jre
+	rm -rf tests/guest/java tests/guest/jre tests/guest/java.tmp.* tests/guest/jre.tmp.*
 .PHONY: clean-guest-java
 
 GUEST_RUN = $(top_srcdir)/tests/vm/guest-run.sh
@@ -65,8 +70,12 @@ GUEST_TIMEOUT = 6000
 # (quota.fairness, enforce.converge.small: record_emit in lib.sh) are drawn into
 # tests/guest/NAME-KERNEL.png next to it (plots.sh). The status is the guest's, or 1 when a
 # recording could not be drawn.
-check-guest: $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tieralloc-plot \
-		$(sbin_PROGRAMS) $(GUEST_JRE_FILES)
+GUEST_DEPS = $(check_PROGRAMS) $(lib_LTLIBRARIES) tools/tieralloc-stat tools/tieralloc-plot \
+	$(sbin_PROGRAMS) $(GUEST_JRE_FILES)
+# What the guests need, built once before tests/run-all.sh starts both kernels' suites at once.
+check-guest-deps: $(GUEST_DEPS)
+.PHONY: check-guest-deps
+check-guest: $(GUEST_DEPS)
 	@$(MKDIR_P) tests/guest
 	{ $(GUEST_RUN) --kernel $(GUEST_KERNEL) --env GUEST_KERNEL=$(GUEST_KERNEL) \
 		--timeout $(GUEST_TIMEOUT) --with-python3 --module zram --module ext4 --module crc32c_generic \
