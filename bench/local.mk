@@ -49,8 +49,8 @@ bench-coverage: $(lib_LTLIBRARIES)
 .PHONY: bench-coverage
 
 # What the preload costs runtimes whose heaps are not malloc's (python3, node, java workloads of
-# allocation and GC): time and max RSS without a preload, under tieralloc with and without a
-# quota segment, and under the installed peers, interleaved (`make bench-runtime-cost`;
+# allocation and GC): time and max RSS without a preload, under tieralloc with the cgroup's
+# segment and with one of its own, and under the installed peers, interleaved (`make bench-runtime-cost`;
 # BENCH_REPS rounds, default 5; this host, no guest).
 EXTRA_DIST += bench/run-runtime-cost.py
 bench-runtime-cost: $(lib_LTLIBRARIES)

@@ -4,8 +4,9 @@
 malloc's (issue 30 item 5). A Python, a Node.js and a Java workload of allocation and garbage
 collection (objects and strings built and dropped in rounds; node also churns Buffers, whose
 backing stores come from malloc) run without a preload (glibc), under tieralloc in its default
-configuration, under tieralloc with a quota segment of the run's own (its worker then samples the
-program's own mappings every access period, as in a container with shares), and under the
+configuration (it charges the cgroup's quota segment, shared with whatever else runs in the
+cgroup, and its worker samples the program's own mappings), under tieralloc with a segment of
+the run's own (`ta+quota`: the run alone in its books, as coverage measures it), and under the
 preloaded peers that are installed (jemalloc, mimalloc, tcmalloc). Arms are interleaved, their
 order rotating every round; each run's wall time and max RSS (wait4) are kept and every run's
 output (a checksum) must be the same for every arm of a program.
