@@ -181,6 +181,12 @@ static void give_back(const struct ta_lease *l, struct entry *e, const char *who
 	forget(l, e);
 }
 
+bool ta_lease_expired(uint64_t now_ns, uint64_t renewed_ns, uint64_t expiry_ns)
+{
+	/* now_ns - renewed_ns would wrap to a huge age for a renewal after the clock was read. */
+	return renewed_ns <= now_ns && now_ns - renewed_ns >= expiry_ns;
+}
+
 static void keeper(struct ta_lease *l, int rd)
 {
 	signal(SIGINT, SIG_IGN); /* a terminal's ^C or a SIGTERM is the agent's to act on */
@@ -208,7 +214,7 @@ static void keeper(struct ta_lease *l, int rd)
 			struct entry *e = &l->e[i];
 			if (!atomic_load(&e->used))
 				continue;
-			if (now - atomic_load(&e->renewed_ns) < e->expiry_ns) {
+			if (!ta_lease_expired(now, atomic_load(&e->renewed_ns), e->expiry_ns)) {
 				held++;
 				if (e->expiry_ns < shortest)
 					shortest = e->expiry_ns;

@@ -43,6 +43,9 @@ void ta_lease_renew(struct ta_lease *l, const struct ta_lease_kind *k);
 void ta_lease_drop(struct ta_lease *l, const struct ta_lease_kind *k, const char *cgroup);
 /* Whether the lease is still held (the keeper forgets one it restored after an expiry). */
 bool ta_lease_held(struct ta_lease *l, const struct ta_lease_kind *k, const char *cgroup);
+/* The keeper's rule: a lease renewed at renewed_ns has expired at now_ns. A renewal stamped after
+ * the keeper read its clock (renewed_ns > now_ns: the policy's thread ran in between) is held. */
+bool ta_lease_expired(uint64_t now_ns, uint64_t renewed_ns, uint64_t expiry_ns);
 /* A policy stops: each of its leases restored (when the file still holds what it wrote) and
  * forgotten. */
 void ta_lease_release(struct ta_lease *l, const struct ta_lease_kind *k);

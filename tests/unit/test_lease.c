@@ -251,6 +251,15 @@ int main(void)
 	}
 	char buf[64];
 
+	/* The keeper reads its clock, then each lease's renewal: a policy's thread can renew in
+	 * between, and that lease is as fresh as can be (a wrapped age once restored it). */
+	test_context("expiry: a renewal after the keeper's clock read is held");
+	expect_true(!ta_lease_expired(1000, 1001, EXPIRY_NS));
+	expect_true(!ta_lease_expired(1000, UINT64_MAX, EXPIRY_NS));
+	expect_true(!ta_lease_expired(EXPIRY_NS, 1, EXPIRY_NS));
+	expect_true(ta_lease_expired(EXPIRY_NS + 1, 1, EXPIRY_NS));
+	expect_true(ta_lease_expired(UINT64_MAX, 0, EXPIRY_NS));
+
 	test_context("the agent stops: each restored at once, no state file left");
 	agent(true, &cap);
 	get(cg[0], buf, sizeof(buf));
