@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+import benchrun
+
 PY = """
 import sys
 rounds = int(sys.argv[1])
@@ -81,26 +83,12 @@ public final class Churn {
 ROUNDS = {"python": 40, "node": 40, "java": 60}
 
 
-def find_lib(name):
-    for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib", "/lib"):
-        p = os.path.join(d, name)
-        if os.path.exists(p):
-            return p
-    return None
-
-
 def run_once(cmd, env, work):
     """(seconds, max RSS KiB, status, first line of stdout, CPU seconds)."""
-    out = os.path.join(work, "out")
-    with open(out, "wb") as so, open(os.path.join(work, "err"), "wb") as se:
-        t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, env=env, stdout=so, stderr=se)
-        _, status, ru = os.wait4(proc.pid, 0)
-        elapsed = time.monotonic() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    sec, rss, rc, out, cpu = benchrun.run_once(cmd, env, work)
     with open(out, "rb") as f:
         line = f.readline().decode(errors="replace").strip()
-    return elapsed, ru.ru_maxrss, proc.returncode, line, ru.ru_utime + ru.ru_stime
+    return sec, rss, rc, line, cpu
 
 
 def main():
@@ -113,7 +101,7 @@ def main():
     a = ap.parse_args()
     if a.smoke:
         a.reps, a.scale = 1, 0.05
-    preload = os.path.join(os.path.abspath(a.builddir), "preload/.libs/libtieralloc-preload.so")
+    preload = benchrun.preload_of(a.builddir)
     if not os.path.exists(preload):
         print(f"run-runtime-cost: {preload} missing: build first", file=sys.stderr)
         return 2
@@ -130,18 +118,11 @@ def main():
 
 
 def measure(a, preload, work):
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("TIERALLOC_") and k != "LD_PRELOAD"}
+    base = benchrun.clean_env()
     arms = [("glibc", {}), ("tieralloc", {"LD_PRELOAD": preload}),
             ("ta+quota", {"LD_PRELOAD": preload,
                           "TIERALLOC_SHM_NAME": f"/ta-rtcost-{os.getpid()}"})]
-    for name, so in (("jemalloc", "libjemalloc.so.2"), ("mimalloc", "libmimalloc.so.2"),
-                     ("tcmalloc", "libtcmalloc_minimal.so.4")):
-        lib = find_lib(so)
-        if lib:
-            arms.append((name, {"LD_PRELOAD": lib}))
-        else:
-            print(f"# {so} not installed: no {name} arm")
+    arms += benchrun.peer_arms()
 
     progs = {}
     for p in a.programs.split(","):

@@ -16,7 +16,8 @@ had_prometheus=no
 dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q 'install ok installed' &&
 	had_prometheus=yes
 # build: toolchain, autotools, memkind and libnuma; peers for bench/ (preloaded, run-bench.sh):
-# jemalloc, mimalloc (libmimalloc2.0) and gperftools' tcmalloc (libtcmalloc-minimal4)
+# jemalloc, mimalloc (libmimalloc2.0) and gperftools' tcmalloc (libtcmalloc-minimal4); GNU time
+# for a program's own max RSS (bench/benchrun.py)
 # the agent (bpf/): clang for the BPF program, bpftool for vmlinux.h and the skeleton, libbpf;
 # libcgroup for its reads and writes of other cgroups' control files (agent/cgctl.c)
 # tests: the real programs the integration tests run (nodejs and openjdk-17-jdk-headless, whose
@@ -37,7 +38,7 @@ apt-get install -y -q --no-install-recommends \
 	clang bpftool libbpf-dev libcgroup-dev \
 	git sqlite3 perl python3 nodejs g++ clang-format gdb ca-certificates groff-base man-db \
 	debhelper dpkg-dev devscripts fakeroot systemd systemd-container prometheus gnuplot-nox \
-	podman runc python3-yaml openjdk-17-jdk-headless
+	podman runc python3-yaml openjdk-17-jdk-headless time
 # kubectl for the manifests' client-side dry run: Debian's kubernetes-client, unless a kubectl
 # is installed already (another package's /usr/bin/kubectl would make dpkg refuse it)
 command -v kubectl >/dev/null 2>&1 ||
