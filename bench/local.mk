@@ -52,7 +52,7 @@ bench-coverage: $(lib_LTLIBRARIES)
 # allocation and GC): time and max RSS without a preload, under tieralloc with the cgroup's
 # segment and with one of its own, and under the installed peers, interleaved (`make bench-runtime-cost`;
 # BENCH_REPS rounds, default 5; this host, no guest).
-EXTRA_DIST += bench/run-runtime-cost.py
+EXTRA_DIST += bench/run-runtime-cost.py bench/benchrun.py
 bench-runtime-cost: $(lib_LTLIBRARIES)
 	python3 $(top_srcdir)/bench/run-runtime-cost.py $(abs_top_builddir) --reps $${BENCH_REPS:-5}
 .PHONY: bench-runtime-cost
@@ -150,3 +150,12 @@ bench-protect: bench/protect-work$(EXEEXT) bench/protect-poll$(EXEEXT) $(sbin_PR
 	$(SHELL) $(top_srcdir)/bench/run-protect.sh $(abs_top_builddir) $(abs_top_srcdir) \
 		$${BENCH_REPS:-15} $${BENCH_KERNEL:-6.12}
 .PHONY: bench-protect
+
+# The peers' suite (issue 33): mimalloc-bench's programs, checked out and built outside this tree
+# (bench/README.md, "The peers' suite"), under glibc, tieralloc's preload and the installed peers,
+# interleaved (`make bench-peers MIMALLOC_BENCH=DIR`; BENCH_ROUNDS, default 2). Not in `make check`.
+EXTRA_DIST += bench/run-peers.py
+bench-peers: $(lib_LTLIBRARIES)
+	@test -n "$(MIMALLOC_BENCH)" || { echo "bench-peers: MIMALLOC_BENCH=DIR, a built mimalloc-bench checkout (bench/README.md)" >&2; exit 2; }
+	python3 $(top_srcdir)/bench/run-peers.py $(abs_top_builddir) "$(MIMALLOC_BENCH)" --rounds $${BENCH_ROUNDS:-2}
+.PHONY: bench-peers

@@ -14,6 +14,8 @@ TESTS += tests/check-layers.sh
 EXTRA_DIST += tests/check-layers.sh
 
 # The benchmark's smoke run (every allocator gives usable memory); never its timings.
+# The peers' suite's driver on stand-in programs (its parsing and its RSS, no timing).
 if !SANITIZED
-TESTS += bench/smoke.sh
+TESTS += bench/smoke.sh tests/bench/test_run_peers.sh
 endif
+EXTRA_DIST += tests/bench/test_run_peers.sh
