@@ -36,7 +36,7 @@ ta_it_ldflags = -pthread
 ta_it_progs = tests/integration/prog_fork tests/integration/prog_threads \
 	tests/integration/prog_atexit tests/integration/prog_signal \
 	tests/integration/prog_mix tests/integration/prog_stdio_exit tests/integration/prog_maps \
-	tests/integration/prog_maps_place
+	tests/integration/prog_maps_place tests/integration/prog_handoff
 check_PROGRAMS += $(ta_it_progs) tests/integration/prog_blocks tests/integration/prog_cxx \
 	tests/integration/prog_misuse
 
@@ -48,6 +48,12 @@ tests_integration_prog_maps_place_SOURCES = tests/integration/prog_maps_place.c 
 tests_integration_prog_maps_place_CFLAGS = $(ta_it_cflags)
 tests_integration_prog_maps_place_LDFLAGS = $(ta_it_ldflags)
 tests_integration_prog_maps_place_LDADD = $(DL_LIBS)
+
+# One thread allocates, another frees, for good: the footprint stays bounded.
+tests_integration_prog_handoff_SOURCES = tests/integration/prog_handoff.c tests/integration/prog.h
+tests_integration_prog_handoff_CFLAGS = $(ta_it_cflags)
+tests_integration_prog_handoff_LDFLAGS = $(ta_it_ldflags)
+tests_integration_prog_handoff_LDADD = $(DL_LIBS)
 
 tests_integration_prog_fork_SOURCES = tests/integration/prog_fork.c tests/integration/prog.h
 tests_integration_prog_fork_CFLAGS = $(ta_it_cflags)
