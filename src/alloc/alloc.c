@@ -35,8 +35,8 @@ void (*ta_alloc_poke)(void);
 static void rehome(struct ta_tcache *tc, unsigned u, unsigned cls, void *p)
 {
 	struct ta_bin *b = &tc->bins[u][cls];
-	if (b->count >= b->cap && !ta_tcache_grow(tc, u, cls))
-		ta_tcache_flush_bin(tc, u, cls, b->cap / 2);
+	if (b->count >= b->cap)
+		ta_tcache_make_room(tc, u, cls);
 	if (unlikely(b->cap == 0)) { /* no slots at all: straight back to its run */
 		ta_arena_flush(u, cls, &p, 1);
 		return;
@@ -255,8 +255,8 @@ __attribute__((noinline)) static void small_free_slow(struct ta_tcache *tc, int 
 	tc->in_slow = 1;
 	ta_mark_freed(p);
 	struct ta_bin *bin = &tc->bins[t][cls];
-	if (bin->count >= bin->cap && !ta_tcache_grow(tc, (unsigned)t, cls))
-		ta_tcache_flush_bin(tc, (unsigned)t, cls, bin->cap / 2);
+	if (bin->count >= bin->cap)
+		ta_tcache_make_room(tc, (unsigned)t, cls);
 	if (unlikely(bin->cap == 0))
 		ta_arena_flush((unsigned)t, cls, &p, 1);
 	else

@@ -589,6 +589,7 @@ struct ta_tcache {
 	int64_t live[TA_MAX_TIERS]; /* bytes handed out minus bytes freed by this thread */
 	/* Allocation counts: [t][0] placed as preferred, [t][1] steered in, [t][2] explicit. */
 	uint64_t cnt[TA_MAX_TIERS][3];
+	uint64_t allocs_when_full[TA_MAX_TIERS]; /* cnt's sum at the tier's last full bin */
 	unsigned pref_tier;	/* tier the fast path tries: the fastest with headroom */
 	unsigned pref_slot;	/* 0 or 1: is pref_tier there because a faster tier was full? */
 	uint64_t retag_gen;	/* ta_retag_gen when every cached object was in its bin's tier */
@@ -610,6 +611,9 @@ void ta_tcache_retire(struct ta_tcache *tc);
 /* Give all but keep of a bin's objects back to the central list. */
 void ta_tcache_flush_bin(struct ta_tcache *tc, unsigned tier, unsigned cls, unsigned keep);
 void ta_tcache_drain_deferred(struct ta_tcache *tc);
+/* Room for one more object in a full bin (a free or a rehome, in a slow path): grown, or objects
+ * given back to the central list. */
+void ta_tcache_make_room(struct ta_tcache *tc, unsigned tier, unsigned cls);
 /* Give a bin its first 16 slots, or double them (up to its class's cap), in a slow path; false
  * when it cannot. */
 bool ta_tcache_grow(struct ta_tcache *tc, unsigned tier, unsigned cls);

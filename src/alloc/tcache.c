@@ -79,6 +79,22 @@ bool ta_tcache_grow(struct ta_tcache *tc, unsigned tier, unsigned cls)
 	return true;
 }
 
+/* A thread that allocated nothing in the tier since the tier's last full bin only frees there,
+ * as a consumer of another thread's objects does: its bins give all back, and stay at their first
+ * size, instead of each growing to its cap and holding what the producer's refills then take
+ * from fresh runs (prog_handoff). Any other thread grows the bin, or keeps half. */
+void ta_tcache_make_room(struct ta_tcache *tc, unsigned tier, unsigned cls)
+{
+	struct ta_bin *bin = &tc->bins[tier][cls];
+	uint64_t allocs = tc->cnt[tier][0] + tc->cnt[tier][1] + tc->cnt[tier][2];
+	bool frees_only = allocs == tc->allocs_when_full[tier];
+	tc->allocs_when_full[tier] = allocs;
+	if (frees_only && bin->cap > 0)
+		ta_tcache_flush_bin(tc, tier, cls, 0);
+	else if (!ta_tcache_grow(tc, tier, cls))
+		ta_tcache_flush_bin(tc, tier, cls, bin->cap / 2);
+}
+
 struct ta_tcache *ta_tcache_get(void)
 {
 	if (ta_tls != NULL)

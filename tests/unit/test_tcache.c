@@ -7,7 +7,9 @@
  * of every refill); and no class caches more than 256 objects or about 128 KiB. A bin's slot array
  * gets 16 slots when its class is first used and doubles them as the class is used (the slots of
  * ~120 classes in use touched every page of fixed arrays: 88 KiB in a process holding 4 MiB of
- * mixed sizes); the bins of classes a thread never uses are never written.
+ * mixed sizes); the bins of classes a thread never uses are never written. A full bin keeps
+ * half, unless the thread allocated nothing in the tier since its last full bin: then it gives
+ * all back (a thread that only frees another's objects holds 16 per class, not the cap).
  */
 #include <pthread.h>
 
@@ -63,16 +65,46 @@ static void *fresh_thread(void *arg)
 	(void)tieralloc_malloc(SIZE);
 	expect_eq(bin->fill, full / 2);
 	expect_eq(bin->count, full / 2 - 1u);
-	test_context("frees fill the slots up to the class's cap, then half go back");
-	void *held[512];
+	test_context(
+	    "frees fill the slots up to the class's cap; a thread that allocates keeps half");
+	void *held[512], *more[512];
 	unsigned n = 0;
-	while (n < 2 * full && n < 512)
+	while (n < 2 * full && n < 512) {
+		more[n] = tieralloc_malloc(SIZE);
 		held[n++] = tieralloc_malloc(SIZE);
-	for (unsigned i = 0; i < n; i++)
+	}
+	/* Lowest count after the bin was first full: a full bin keeps half and takes the free. */
+	unsigned lowest = full;
+	bool was_full = false;
+	for (unsigned i = 0; i < n; i++) {
 		tieralloc_free(held[i]);
+		if (i % 16 == 15)
+			held[i] = tieralloc_malloc(SIZE); /* an allocation in the tier */
+		else
+			held[i] = NULL;
+		if (bin->count == full)
+			was_full = true;
+		else if (was_full && bin->count < lowest)
+			lowest = bin->count;
+	}
 	expect_eq(bin->cap, full);
+	expect_true(was_full);
+	expect_ge(lowest, full / 2 - 1);
+	test_context("a thread that only frees gives a full bin back whole (a consumer's)");
+	/* The first full bin since the allocations above keeps half; the next one, with no
+	 * allocation in between, gives all back and takes the free: one object left. */
+	lowest = full;
+	was_full = false;
+	for (unsigned i = 0; i < n; i++) {
+		tieralloc_free(more[i]);
+		if (bin->count == full)
+			was_full = true;
+		else if (was_full && bin->count < lowest)
+			lowest = bin->count;
+	}
+	expect_true(was_full);
+	expect_eq(lowest, 1);
 	expect_le(bin->count, full);
-	expect_ge(bin->count, full / 2);
 	test_context("%s", "");
 	return NULL; /* the objects stay allocated: the test ends */
 }
