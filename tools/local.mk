@@ -18,6 +18,7 @@ tools_tieralloc_demo_LDADD = $(DL_LIBS)
 # core would start an allocator, and a segment, in the tool itself).
 bin_PROGRAMS += tools/tieralloc-stat
 tools_tieralloc_stat_SOURCES = tools/tieralloc-stat.c \
+	tools/stat_seg.c tools/stat_seg.h tools/stat_print.c tools/stat_print.h \
 	tools/record.c tools/record.h tools/stat_scan.c tools/stat_scan.h tools/stat_text.c \
 	tools/stat_text.h tools/stat_policies.c tools/stat_policies.h
 tools_tieralloc_stat_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/common
