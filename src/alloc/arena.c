@@ -24,6 +24,10 @@
  * Locks (their order: alloc/alloc.h, enum ta_lock_rank): a bin's lock, then its tier's
  * chunk_lock (cutting a run); shape_lock (retag, the pages of purged runs) before any bin lock;
  * two bins of one class: the lower tier's first.
+ *
+ * One file of about 1000 lines: cutting runs, filling and flushing bins, purging and retagging
+ * all change a chunk's holes, its runs' lists and its charge under the locks above, and each
+ * relies on the others' invariants; split, those helpers would become the tier's interface.
  */
 #include <string.h>
 #include <sys/mman.h>
