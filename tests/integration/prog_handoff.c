@@ -32,7 +32,7 @@ static size_t rss_bytes(void)
 	long pages = 0;
 	FILE *f = fopen("/proc/self/statm", "r");
 	if (f != NULL) {
-		if (fscanf(f, "%*ld %ld", &pages) != 1)
+		if (fscanf(f, "%*s %ld", &pages) != 1)
 			pages = 0;
 		fclose(f);
 	}
