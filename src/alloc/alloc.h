@@ -750,9 +750,9 @@ bool ta_maps_sample(bool wait);
 extern _Atomic bool ta_maps_placing;
 extern _Atomic unsigned ta_maps_place_tier;
 extern _Atomic uint64_t ta_maps_rebinds;
-/* The room the last pick asked of a tier: what the program grew by between two samples, 8 MiB
- * at least (filling leaves as much, enforce/fill.c). */
-extern _Atomic uint64_t ta_maps_pick_margin;
+/* What the program grew by between its last two samples (filling leaves as much room below a
+ * share, enforce/fill.c). */
+extern _Atomic uint64_t ta_maps_growth;
 /* Under the lock, after recording [start, end): bind it to the pick. */
 void ta_maps_place_locked(uintptr_t start, uintptr_t end);
 /*

@@ -203,7 +203,7 @@ _Atomic uint64_t ta_maps_moved[TA_MAX_TIERS][TA_MAX_TIERS];
 _Atomic bool ta_maps_placing;
 _Atomic unsigned ta_maps_place_tier;
 _Atomic uint64_t ta_maps_rebinds;
-_Atomic uint64_t ta_maps_pick_margin;
+_Atomic uint64_t ta_maps_growth;
 
 void ta_maps_place_locked(uintptr_t start, uintptr_t end)
 {
@@ -232,8 +232,8 @@ static void place(uint64_t grew)
 {
 	if (ta_ntiers < 2 || !ta_charge_shared())
 		return;
+	atomic_store(&ta_maps_growth, grew);
 	uint64_t margin = grew > PICK_MARGIN ? grew : PICK_MARGIN;
-	atomic_store(&ta_maps_pick_margin, margin);
 	unsigned pick = ta_ntiers - 1;
 	for (unsigned t = 0; t + 1 < ta_ntiers; t++) {
 		if (room_for(t, margin)) {

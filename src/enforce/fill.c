@@ -10,7 +10,7 @@
  *
  * The room is taken as exchange.c takes it: the faster tier is charged before the pages move,
  * refused past the share, so two processes of the cgroup never fill the same room. Each move
- * also reserves a slack (the room the pick keeps for the program's growth, TA_FILL_SLACK at
+ * also reserves a slack (what the program grew by between its last two samples, TA_FILL_SLACK at
  * least), and the cgroup's last reading (memory.numa_stat) must leave that much too, so that
  * filling stops below the share and the next faults do not push the tier over it into a
  * demotion (no back and forth). It runs once per reading and sample (enforce.c),
@@ -38,9 +38,11 @@ uint64_t ta_fill_tiers(void)
 	static struct ta_cold_range win[MAX_CANDIDATES]; /* the pass runs one at a time */
 	struct ta_enforce_in in;
 	ta_quota_view(&in);
-	/* The room the pick keeps for the program's growth stays free: filled, it would send the
-	 * next faults past the share (maps.c, place). */
-	uint64_t slack = atomic_load(&ta_maps_pick_margin);
+	/* Room for the program's growth until the next sample stays free: filled, it would send
+	 * the next faults past the share. Not the pick's margin (8 MiB at least, maps.c, place): a
+	 * container that filled stopped that far below one whose own faults took its share, 1.053
+	 * apart for two JVMs idle after building (runtimes.java.fair, bound 1.05). */
+	uint64_t slack = atomic_load(&ta_maps_growth);
 	if (slack < TA_FILL_SLACK)
 		slack = TA_FILL_SLACK;
 	uint64_t filled = 0;
