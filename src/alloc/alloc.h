@@ -497,6 +497,9 @@ uint64_t ta_lheap_mapped(unsigned tier);
 /* Give back freed pages (largest free extents first) until at most keep bytes are dirty;
  * returns the bytes given back. */
 uint64_t ta_lheap_purge(unsigned tier, uint64_t keep);
+/* Huge pages for live blocks' whole 2 MiB units: 1 as under THP "always", 0 never, -1 as this
+ * process's THP mode says (the default; tests set it). */
+void ta_lheap_set_thp(int on);
 void ta_lheap_fork_prepare(void);
 void ta_lheap_fork_parent(void);
 void ta_lheap_fork_child(void);

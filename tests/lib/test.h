@@ -201,6 +201,30 @@ static TEST_UNUSED unsigned count_lines(const char *text, const char *prefix)
 	return n;
 }
 
+/* How the mapping holding p is advised: 'h' for MADV_HUGEPAGE ("hg" in VmFlags), 'n' for
+ * MADV_NOHUGEPAGE ("nh"), '-' for neither. */
+static TEST_UNUSED char test_thp_advice(const void *p)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	if (f == NULL)
+		test_hard("/proc/self/smaps: %s", strerror(errno));
+	char line[512];
+	bool in = false;
+	char advice = '?';
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned long lo, hi;
+		size_t word = strcspn(line, " ");
+		if (word > 0 && line[word - 1] != ':' && sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+			in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+		} else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+			advice = strstr(line, " hg") ? 'h' : strstr(line, " nh") ? 'n' : '-';
+			break;
+		}
+	}
+	fclose(f);
+	return advice;
+}
+
 /*
  * The core reads the environment once, in its constructor, before main. A test that needs
  * TIERALLOC_* values runs itself again with them: every TIERALLOC_* variable inherited from the

@@ -272,30 +272,6 @@ static unsigned page_in_chunk(const void *p)
 	return (unsigned)(((uintptr_t)p & (TA_CHUNK_SIZE - 1)) >> TA_PAGE_SHIFT);
 }
 
-/* How the mapping holding p is advised: 'h' for MADV_HUGEPAGE ("hg" in VmFlags), 'n' for
- * MADV_NOHUGEPAGE ("nh"), '-' for neither. */
-static char thp_advice(const void *p)
-{
-	FILE *f = fopen("/proc/self/smaps", "r");
-	if (f == NULL)
-		test_hard("/proc/self/smaps: %s", strerror(errno));
-	char line[512];
-	bool in = false;
-	char advice = '?';
-	while (fgets(line, sizeof(line), f) != NULL) {
-		unsigned long lo, hi;
-		size_t word = strcspn(line, " ");
-		if (word > 0 && line[word - 1] != ':' && sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
-			in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-		} else if (in && strncmp(line, "VmFlags:", 8) == 0) {
-			advice = strstr(line, " hg") ? 'h' : strstr(line, " nh") ? 'n' : '-';
-			break;
-		}
-	}
-	fclose(f);
-	return advice;
-}
-
 static void test_huge_halves(void)
 {
 	test_context("a huge upper half goes back whole, when all of it is free");
@@ -328,9 +304,9 @@ static void test_huge_halves(void)
 	char *upper = (char *)c + TA_CHUNK_SIZE / 2;
 	struct ta_chunk *cur = ta_arenas[0].cur;
 	expect_true(c != cur);
-	expect_eq(thp_advice(upper), 'h');
-	expect_eq(thp_advice(c), 'n');
-	expect_eq(thp_advice((char *)cur + TA_CHUNK_SIZE / 2), 'n');
+	expect_eq(test_thp_advice(upper), 'h');
+	expect_eq(test_thp_advice(c), 'n');
+	expect_eq(test_thp_advice((char *)cur + TA_CHUNK_SIZE / 2), 'n');
 	/* All of the lower half and all but one of the upper half freed (a run may straddle the
 	 * two: its lower pages go, its upper ones stay). */
 	void *kept = NULL, *low = NULL, *up = NULL;
@@ -377,7 +353,7 @@ static void test_huge_halves(void)
 	expect_eq(c->pages_idle, 0);
 	expect_eq(resident_pages(up, SIZE), 0);
 	expect_eq(resident_pages(kept, SIZE), 0);
-	expect_eq(thp_advice(upper), 'n'); /* back whole: huge again only once full again */
+	expect_eq(test_thp_advice(upper), 'n'); /* back whole: huge again only once full again */
 	for (unsigned i = 0; i < COUNT; i++) {
 		if (o[i] != NULL && ((unsigned char *)o[i])[0] != 0x3c)
 			expect_true(!"an object lost its contents");

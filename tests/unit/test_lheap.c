@@ -301,6 +301,56 @@ static void test_region_fallback(void)
 	test_context("%s", "");
 }
 
+/* Huge pages only inside live blocks: a region open to them faulted the free pages around a
+ * block with it, resident and counted nowhere (lheap.c). */
+static void test_thp(void)
+{
+	test_context("a live block's whole 2 MiB units open to huge pages, nothing else");
+	clean();
+	ta_lheap_set_thp(1); /* as under THP "always", whatever this host's mode */
+	char *pad = ta_lheap_alloc(T, 4096, 16, false); /* a starts off a 2 MiB boundary */
+	size_t size = 10 * MiB + 4096;
+	char *a = ta_lheap_alloc(T, size, 16, false);
+	if (pad == NULL || a == NULL)
+		test_hard("allocation failed");
+	uintptr_t lo = ((uintptr_t)a + 2 * MiB - 1) & ~(2 * MiB - 1);
+	uintptr_t hi = ((uintptr_t)a + size) & ~(2 * MiB - 1);
+	expect_true(hi - lo >= 8 * MiB);
+	expect_eq(test_thp_advice((void *)lo), 'h');
+	expect_eq(test_thp_advice((void *)(hi - 1)), 'h');
+	if ((uintptr_t)a < lo)
+		expect_eq(test_thp_advice(a), 'n');    /* its first unit is shared with pad */
+	expect_eq(test_thp_advice((void *)hi), 'n');   /* its last, with free pages */
+	expect_eq(test_thp_advice(a + 64 * MiB), 'n'); /* free */
+	fill(a, size, 5);
+
+	test_context("a block shrunk and grown in place: its new whole units, and only those");
+	expect_true(ta_lheap_resize(T, a, 4 * MiB + 4096));
+	uintptr_t hi2 = ((uintptr_t)a + 4 * MiB + 4096) & ~(2 * MiB - 1);
+	expect_eq(test_thp_advice((void *)(hi2 - 1)), 'h');
+	expect_eq(test_thp_advice((void *)hi2), 'n');
+	expect_eq(test_thp_advice((void *)(hi - 1)), 'n');
+	expect_true(ta_lheap_resize(T, a, size));
+	expect_eq(test_thp_advice((void *)(hi - 1)), 'h');
+
+	test_context("freed, its units closed again");
+	ta_lheap_free(T, a, false);
+	expect_eq(test_thp_advice((void *)lo), 'n');
+	expect_eq(test_thp_advice((void *)(hi - 1)), 'n');
+
+	test_context("no huge pages when the mode says never");
+	ta_lheap_set_thp(0);
+	a = ta_lheap_alloc(T, size, 16, false);
+	if (a == NULL)
+		test_hard("allocation failed");
+	lo = ((uintptr_t)a + 2 * MiB - 1) & ~(2 * MiB - 1);
+	expect_eq(test_thp_advice((void *)lo), 'n');
+	ta_lheap_free(T, a, false);
+	ta_lheap_free(T, pad, false);
+	ta_lheap_set_thp(-1);
+	clean();
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const env[] = { "TIERALLOC_TIERS=0;0", "TIERALLOC_ENFORCE=off",
@@ -317,6 +367,7 @@ int main(int argc, char **argv)
 	test_purge_from_top();
 	test_dropped();
 	test_foreign();
+	test_thp();
 	/* Before a region was given back: the kind keeps its address space for reuse. */
 	test_region_fallback();
 	test_oversize_region();
