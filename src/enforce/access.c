@@ -67,7 +67,8 @@ static const char *agent_text; /* atomic: one of the above, NULL until the first
 static uint64_t agent_buf[TA_HEATFILE_MAX_BYTES / sizeof(uint64_t) + 1];
 static const struct ta_heatfile_region *agent_regions; /* NULL: no fresh file */
 static uint32_t agent_nregions, agent_max;
-static uint64_t self_start_time; /* /proc/self/stat field 22, 0: not read yet */
+static uint64_t agent_held[TA_HEATFILE_MAX_REGIONS]; /* bytes of ours in each (heatfile.h) */
+static uint64_t self_start_time;		     /* /proc/self/stat field 22, 0: not read yet */
 
 void ta_access_count(const uint64_t *entries, size_t n, uint64_t *present, uint64_t *written)
 {
@@ -214,7 +215,7 @@ static void agent_load(uint64_t now)
 static uint32_t sample_part(const void *addr, size_t len, uint64_t present, uint64_t written)
 {
 	if (agent_regions != NULL)
-		return ta_heatfile_part(agent_regions, agent_nregions, agent_max,
+		return ta_heatfile_part(agent_regions, agent_nregions, agent_max, agent_held,
 					(uint64_t)(uintptr_t)addr, len);
 	uint64_t part = present == 0 ? 0 : written * 1000 / present;
 	return part > 1000 ? 1000u : (uint32_t)part;
@@ -259,10 +260,41 @@ static void count(uint32_t heat, uint64_t bytes, uint64_t sums[3])
 	sums[!ta_heat_known(heat) ? 2 : ta_access_is_hot(heat) ? 0 : 1] += bytes;
 }
 
+static struct ta_chunk_info info[MAX_CHUNKS]; /* the worker's: one tier at a time */
+static struct ta_cold_range large[MAX_LARGE];
+
+static void hold(const void *addr, size_t len)
+{
+	ta_heatfile_hold(agent_regions, agent_nregions, (uint64_t)(uintptr_t)addr, len, agent_held);
+}
+
+/* How much of each of the agent's regions holds memory of ours: every tier's used chunk pages,
+ * large objects and mapped windows, before any range's part is taken (a region may span tiers).
+ */
+static void hold_all(uint64_t now)
+{
+	memset(agent_held, 0, sizeof(agent_held[0]) * agent_nregions);
+	for (unsigned t = 0; t < ta_ntiers; t++) {
+		unsigned nc = ta_arena_chunks(t, info, MAX_CHUNKS, false);
+		for (unsigned i = 0; i < nc; i++)
+			hold(info[i].chunk, (size_t)info[i].pages_used * TA_PAGE_SIZE);
+		unsigned nl = ta_large_take(t, large, MAX_LARGE, now);
+		for (unsigned i = 0; i < nl; i++) {
+			hold(large[i].addr, large[i].len);
+			ta_cold_release(&large[i], -1, -1);
+		}
+	}
+	struct ta_maps_window *w;
+	unsigned n;
+	if (ta_maps_windows_take(&w, &n)) {
+		for (unsigned i = 0; i < n; i++)
+			hold((const void *)w[i].start, w[i].len);
+		ta_maps_windows_give();
+	}
+}
+
 static void sample_tier(unsigned t, uint64_t now, uint64_t since, uint64_t sums[3])
 {
-	static struct ta_chunk_info info[MAX_CHUNKS];
-	static struct ta_cold_range large[MAX_LARGE];
 	unsigned nc = ta_arena_chunks(t, info, MAX_CHUNKS, false);
 	for (unsigned i = 0; i < nc; i++) {
 		uint64_t present = 0, written = 0;
@@ -351,6 +383,8 @@ bool ta_access_tick(void)
 			return false;
 		}
 	}
+	if (agent_regions != NULL)
+		hold_all(now);
 	uint64_t hot[TA_MAX_TIERS] = { 0 }, cold[TA_MAX_TIERS] = { 0 };
 	for (unsigned t = 0; t < ta_ntiers; t++) {
 		uint64_t sums[3] = { 0, 0, 0 }; /* hot, cold, unknown */

@@ -52,13 +52,9 @@ int ta_heatfile_parse(const void *buf, size_t len, uint32_t pid, uint64_t start_
 	return 0;
 }
 
-uint32_t ta_heatfile_part(const struct ta_heatfile_region *r, uint32_t n, uint32_t max_accesses,
-			  uint64_t addr, uint64_t len)
+/* The first region ending after addr. */
+static uint32_t first_after(const struct ta_heatfile_region *r, uint32_t n, uint64_t addr)
 {
-	if (len == 0 || max_accesses == 0 || addr + len < addr)
-		return 0;
-	uint64_t end = addr + len;
-	/* The first region ending after addr. */
 	uint32_t lo = 0, hi = n;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
@@ -67,17 +63,57 @@ uint32_t ta_heatfile_part(const struct ta_heatfile_region *r, uint32_t n, uint32
 		else
 			hi = mid;
 	}
-	/* Sums of bytes times accesses (at most 10^6): counted in pages for a range of a MiB or
-	 * more, so that they cannot overflow. */
-	unsigned shift = len >= (1u << 20) ? 12 : 0;
-	uint64_t sum = 0;
-	for (uint32_t i = lo; i < n && r[i].start < end; i++) {
+	return lo;
+}
+
+void ta_heatfile_hold(const struct ta_heatfile_region *r, uint32_t n, uint64_t addr, uint64_t len,
+		      uint64_t *held)
+{
+	if (len == 0 || addr + len < addr)
+		return;
+	uint64_t end = addr + len;
+	for (uint32_t i = first_after(r, n, addr); i < n && r[i].start < end; i++) {
 		uint64_t a = r[i].start > addr ? r[i].start : addr;
 		uint64_t b = r[i].end < end ? r[i].end : end;
-		sum += ((b - a) >> shift) * r[i].nr_accesses;
+		held[i] += b - a;
+	}
+}
+
+/* Region i's accessed rate in per mille, over its held part when held is given. */
+static uint32_t rate(const struct ta_heatfile_region *r, uint32_t i, uint32_t max_accesses,
+		     const uint64_t *held)
+{
+	uint64_t pm = (uint64_t)r[i].nr_accesses * 1000 / max_accesses;
+	if (held != NULL) {
+		uint64_t len = r[i].end - r[i].start;
+		uint64_t mine = held[i] < len ? held[i] : len;
+		if (mine < len / TA_HEATFILE_MAX_SCALE)
+			mine = len / TA_HEATFILE_MAX_SCALE;
+		if (mine == 0)
+			mine = len;
+		/* pm <= 1000 and len / mine <= 4 (plus rounding): 128 bits for len * pm. */
+		pm = (uint64_t)((unsigned __int128)pm * len / mine);
+	}
+	return pm > 1000 ? 1000u : (uint32_t)pm;
+}
+
+uint32_t ta_heatfile_part(const struct ta_heatfile_region *r, uint32_t n, uint32_t max_accesses,
+			  const uint64_t *held, uint64_t addr, uint64_t len)
+{
+	if (len == 0 || max_accesses == 0 || addr + len < addr)
+		return 0;
+	uint64_t end = addr + len;
+	/* Sums of bytes times per mille: counted in pages for a range of a MiB or more, so that
+	 * they cannot overflow. */
+	unsigned shift = len >= (1u << 20) ? 12 : 0;
+	uint64_t sum = 0;
+	for (uint32_t i = first_after(r, n, addr); i < n && r[i].start < end; i++) {
+		uint64_t a = r[i].start > addr ? r[i].start : addr;
+		uint64_t b = r[i].end < end ? r[i].end : end;
+		sum += ((b - a) >> shift) * rate(r, i, max_accesses, held);
 	}
 	uint64_t units = len >> shift;
-	uint64_t part = sum * 1000 / (units * max_accesses);
+	uint64_t part = sum / units;
 	return part > 1000 ? 1000u : (uint32_t)part;
 }
 

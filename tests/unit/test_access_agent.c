@@ -2,9 +2,10 @@
 /*
  * TIERALLOC_ACCESS=agent in the process (src/enforce/access.c), with an access file written here
  * as tierallocd --access damon would write it:
- * - while the file is fresh, heats are the file's alone and soft-dirty costs nothing: no bit is
- *   cleared (a page written before a sample still reads written after it), so the process's
- *   writes take no soft-dirty faults (issue 14 item 4);
+ * - while the file is fresh, heats are the file's alone (a region's rate taken over the part of
+ *   it that holds the process's memory) and soft-dirty costs nothing: no bit is cleared (a page
+ *   written before a sample still reads written after it), so the process's writes take no
+ *   soft-dirty faults (issue 14 item 4);
  * - when the file goes, soft-dirty takes over with one priming period: the bits are cleared and
  *   heats keep the file's values, then written pages rank hot and unwritten ones cold.
  * The agent side (DAMON in the 6.12 guest) is tests/guest/access_agent.sh's.
@@ -52,8 +53,15 @@ static bool page_dirty(const void *p)
 	return (e & PAGEMAP_DIRTY) != 0;
 }
 
-/* The file says hot_obj was accessed in every sample and cold_obj in none. */
-static void write_heatfile(const void *hot_obj, const void *cold_obj)
+static bool overlaps(uintptr_t a, uintptr_t len, const void *obj)
+{
+	return a < (uintptr_t)obj + OBJ_SIZE && (uintptr_t)obj < a + len;
+}
+
+/* The file says hot_obj was accessed in every sample and cold_obj in none; with sparse_obj, a
+ * region twice its size (the other half holding nothing of this process's) accessed in half the
+ * samples, as DAMON reads memory that is all read but takes half of its address space. */
+static void write_heatfile(const void *hot_obj, const void *cold_obj, const void *sparse_obj)
 {
 	struct ta_heatfile_header h = {
 		.pid = (uint32_t)getpid(),
@@ -63,17 +71,30 @@ static void write_heatfile(const void *hot_obj, const void *cold_obj)
 		.max_accesses = 20,
 		.source = TA_HEATFILE_SOURCE_DAMON,
 	};
-	struct ta_heatfile_region r[2] = {
+	struct ta_heatfile_region r[3] = {
 		{ (uintptr_t)hot_obj, (uintptr_t)hot_obj + OBJ_SIZE, 20, 1 },
 		{ (uintptr_t)cold_obj, (uintptr_t)cold_obj + OBJ_SIZE, 0, 1 },
 	};
-	if (r[1].start < r[0].start) {
-		struct ta_heatfile_region t = r[0];
-		r[0] = r[1];
-		r[1] = t;
+	unsigned n = 2;
+	if (sparse_obj != NULL) {
+		/* The empty half after the object, or before it when that is where the others are.
+		 */
+		uintptr_t a = (uintptr_t)sparse_obj;
+		if (overlaps(a, 2 * OBJ_SIZE, hot_obj) || overlaps(a, 2 * OBJ_SIZE, cold_obj))
+			a -= OBJ_SIZE;
+		if (overlaps(a, 2 * OBJ_SIZE, hot_obj) || overlaps(a, 2 * OBJ_SIZE, cold_obj))
+			test_hard("no room for a region twice the object's size around %p",
+				  sparse_obj);
+		r[n++] = (struct ta_heatfile_region){ a, a + 2 * OBJ_SIZE, 10, 1 };
 	}
+	for (unsigned i = 1; i < n; i++)
+		for (unsigned j = i; j > 0 && r[j].start < r[j - 1].start; j--) {
+			struct ta_heatfile_region t = r[j];
+			r[j] = r[j - 1];
+			r[j - 1] = t;
+		}
 	static uint64_t buf[TA_HEATFILE_MAX_BYTES / sizeof(uint64_t) + 1];
-	size_t len = ta_heatfile_encode(buf, &h, r, 2);
+	size_t len = ta_heatfile_encode(buf, &h, r, n);
 	int fd = open(heatfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0400);
 	if (fd < 0 || write(fd, buf, len) != (ssize_t)len)
 		test_hard("write %s", heatfile);
@@ -116,7 +137,8 @@ int main(int argc, char **argv)
 	unlink(heatfile);
 	unsigned char *hot = tieralloc_malloc_tier(0, OBJ_SIZE);
 	unsigned char *cold = tieralloc_malloc_tier(0, OBJ_SIZE);
-	if (hot == NULL || cold == NULL)
+	unsigned char *sparse = tieralloc_malloc_tier(0, OBJ_SIZE);
+	if (hot == NULL || cold == NULL || sparse == NULL)
 		test_hard("no tier-0 memory");
 	write_pages(hot, 1);
 	write_pages(cold, 1);
@@ -125,13 +147,15 @@ int main(int argc, char **argv)
 		test_skip("this kernel gives no soft-dirty bits: %s", ta_access_source());
 
 	test_context("agent's file fresh");
-	write_heatfile(hot, cold);
+	write_heatfile(hot, cold, sparse);
 	write_pages(hot, 2);
 	write_pages(cold, 2); /* written, but the file says cold: the file decides */
 	expect_true(tick_until_sampled());
 	expect_true(source_is("agent (damon)"));
 	expect_true(ta_access_is_hot(heat_of(hot)));
 	expect_true(!ta_access_is_hot(heat_of(cold)) && ta_heat_known(heat_of(cold)));
+	/* Read in half the samples of a region half empty: all of it is hot (heatfile.h). */
+	expect_true(ta_access_is_hot(heat_of(sparse)));
 	/* No clear under the agent: the write before the sample still shows. */
 	expect_true(page_dirty(hot));
 	expect_true(page_dirty(cold));
@@ -157,5 +181,6 @@ int main(int argc, char **argv)
 	expect_true(hot[0] == 2 && hot[OBJ_SIZE - 4096] == 2 && cold[4096] == 3); /* intact */
 	tieralloc_free(hot);
 	tieralloc_free(cold);
+	tieralloc_free(sparse);
 	return test_done();
 }

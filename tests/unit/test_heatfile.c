@@ -85,21 +85,62 @@ static void test_part(void)
 						{ 8 * MiB, 12 * MiB, 5, 0 },
 						{ 16 * MiB, 20 * MiB, 0, 0 } };
 	test_context("accessed parts");
-	expect_eq(ta_heatfile_part(r, 3, 10, 4 * MiB, 4 * MiB), 1000); /* every sample */
-	expect_eq(ta_heatfile_part(r, 3, 10, 8 * MiB, 4 * MiB), 500);
-	expect_eq(ta_heatfile_part(r, 3, 10, 6 * MiB, 4 * MiB), 750); /* half each */
-	expect_eq(ta_heatfile_part(r, 3, 10, 16 * MiB, 4 * MiB), 0);
+	expect_eq(ta_heatfile_part(r, 3, 10, NULL, 4 * MiB, 4 * MiB), 1000); /* every sample */
+	expect_eq(ta_heatfile_part(r, 3, 10, NULL, 8 * MiB, 4 * MiB), 500);
+	expect_eq(ta_heatfile_part(r, 3, 10, NULL, 6 * MiB, 4 * MiB), 750); /* half each */
+	expect_eq(ta_heatfile_part(r, 3, 10, NULL, 16 * MiB, 4 * MiB), 0);
 	/* Not covered (a gap, past the end, before the start): not accessed. */
-	expect_eq(ta_heatfile_part(r, 3, 10, 12 * MiB, 4 * MiB), 0);
-	expect_eq(ta_heatfile_part(r, 3, 10, 10 * MiB, 4 * MiB), 250);
-	expect_eq(ta_heatfile_part(r, 3, 10, 64 * MiB, 4 * MiB), 0);
-	expect_eq(ta_heatfile_part(r, 3, 10, 0, 4 * MiB), 0);
-	expect_eq(ta_heatfile_part(r, 0, 10, 4 * MiB, 4 * MiB), 0);
+	expect_eq(ta_heatfile_part(r, 3, 10, NULL, 12 * MiB, 4 * MiB), 0);
+	expect_eq(ta_heatfile_part(r, 3, 10, NULL, 10 * MiB, 4 * MiB), 250);
+	expect_eq(ta_heatfile_part(r, 3, 10, NULL, 64 * MiB, 4 * MiB), 0);
+	expect_eq(ta_heatfile_part(r, 3, 10, NULL, 0, 4 * MiB), 0);
+	expect_eq(ta_heatfile_part(r, 0, 10, NULL, 4 * MiB, 4 * MiB), 0);
 	/* Degenerate input stays in range. */
-	expect_eq(ta_heatfile_part(r, 3, 0, 4 * MiB, 4 * MiB), 0);
-	expect_eq(ta_heatfile_part(r, 3, 10, 4 * MiB, 0), 0);
-	expect_eq(ta_heatfile_part(r, 3, 10, UINT64_MAX - 4096, 8192), 0);
-	expect_eq(ta_heatfile_part(r, 3, 10, 4 * MiB + 100, 100), 1000); /* under a page */
+	expect_eq(ta_heatfile_part(r, 3, 0, NULL, 4 * MiB, 4 * MiB), 0);
+	expect_eq(ta_heatfile_part(r, 3, 10, NULL, 4 * MiB, 0), 0);
+	expect_eq(ta_heatfile_part(r, 3, 10, NULL, UINT64_MAX - 4096, 8192), 0);
+	expect_eq(ta_heatfile_part(r, 3, 10, NULL, 4 * MiB + 100, 100), 1000); /* under a page */
+	test_context("%s", "");
+}
+
+/* A region's rate is taken over the part of it that holds the process's memory. */
+static void test_held(void)
+{
+	const struct ta_heatfile_region r[] = { { 4 * MiB, 8 * MiB, 5, 0 },
+						{ 8 * MiB, 24 * MiB, 1, 0 },
+						{ 24 * MiB, 28 * MiB, 5, 0 } };
+	uint64_t held[3] = { 0, 0, 0 };
+	test_context("held bytes");
+	ta_heatfile_hold(r, 3, 4 * MiB, 2 * MiB, held);	 /* half of the first */
+	ta_heatfile_hold(r, 3, 7 * MiB, 3 * MiB, held);	 /* across two */
+	ta_heatfile_hold(r, 3, 1 * MiB, 2 * MiB, held);	 /* before them all */
+	ta_heatfile_hold(r, 3, 24 * MiB, 8 * MiB, held); /* past the end */
+	ta_heatfile_hold(r, 3, UINT64_MAX - 4096, 8192, held);
+	expect_eq(held[0], 3 * MiB);
+	expect_eq(held[1], 2 * MiB);
+	expect_eq(held[2], 4 * MiB);
+
+	test_context("rates over the held part");
+	uint64_t h[3] = { 2 * MiB, 4 * MiB, 8 * MiB };
+	/* Half held, accessed in half the samples: all of what is held was. */
+	expect_eq(ta_heatfile_part(r, 3, 10, h, 4 * MiB, 2 * MiB), 1000);
+	expect_eq(ta_heatfile_part(r, 3, 10, NULL, 4 * MiB, 2 * MiB), 500);
+	/* A quarter held: at most four times the region's own rate. */
+	expect_eq(ta_heatfile_part(r, 3, 10, h, 8 * MiB, 4 * MiB), 400);
+	h[1] = 1 * MiB; /* a sixteenth: still four times */
+	expect_eq(ta_heatfile_part(r, 3, 10, h, 8 * MiB, 1 * MiB), 400);
+	h[1] = 0;
+	expect_eq(ta_heatfile_part(r, 3, 10, h, 8 * MiB, 1 * MiB), 400);
+	/* Held more than the region (ranges counted twice): never below its own rate. */
+	expect_eq(ta_heatfile_part(r, 3, 10, h, 24 * MiB, 4 * MiB), 500);
+	/* Across regions: each at its own scale. */
+	h[0] = 4 * MiB;
+	h[1] = 16 * MiB;
+	expect_eq(ta_heatfile_part(r, 3, 10, h, 6 * MiB, 4 * MiB), 300);
+	/* Capped: a region read in every sample, an eighth held. */
+	const struct ta_heatfile_region full[] = { { 0, 8 * MiB, 10, 0 } };
+	uint64_t one[1] = { 1 * MiB };
+	expect_eq(ta_heatfile_part(full, 1, 10, one, 0, 1 * MiB), 1000);
 	test_context("%s", "");
 }
 
@@ -107,5 +148,6 @@ int main(void)
 {
 	test_parse();
 	test_part();
+	test_held();
 	return test_done();
 }
