@@ -476,6 +476,10 @@ struct ta_chunk_info {
 	uint32_t heat;
 };
 unsigned ta_arena_chunks(unsigned tier, struct ta_chunk_info *out, unsigned max, bool movable);
+/* After a huge move of c's 2 MiB unit at unit (place.c): its 4 KiB pages that were absent
+ * (present[i], mincore's, without bit 0), filled by the collapse, go back where no run holds
+ * them. */
+void ta_arena_drop_filled(struct ta_chunk *c, uintptr_t unit, const unsigned char *present);
 /* After its pages moved: make chunk c a chunk of tier to (free lists, map, list); returns the
  * charge to move with it (its runs' pages), or -1 if it can no longer be moved. *live: about the
  * bytes of its objects in use (those neither on a central list nor in a thread's cache). */
@@ -500,6 +504,8 @@ uint64_t ta_lheap_purge(unsigned tier, uint64_t keep);
 /* Huge pages for live blocks' whole 2 MiB units: 1 as under THP "always", 0 never, -1 as this
  * process's THP mode says (the default; tests set it). */
 void ta_lheap_set_thp(int on);
+/* Whether a live block's whole 2 MiB units are open to huge pages (THP "always"). */
+bool ta_lheap_thp_blocks(void);
 void ta_lheap_fork_prepare(void);
 void ta_lheap_fork_parent(void);
 void ta_lheap_fork_child(void);
@@ -691,8 +697,15 @@ void *ta_malloc_tier(int tier, size_t size, bool zero);
 int ta_tier_of(const void *p);
 
 /* ---- place.c: ranges placed on a tier's nodes, the only caller of mbind ---- */
-/* Move the pages of [addr, addr+len) (page-aligned inside) to tier's nodes and bind them there. */
-int ta_demote_range(void *addr, size_t len, unsigned tier);
+/* Move the pages of [addr, addr+len) (page-aligned inside) to tier's nodes and bind them there.
+ * 2 MiB units from addr + huge_from on are open to huge pages and may stay huge; chunk: the
+ * range is that chunk, whose free pages a huge move may fill and give back ("Huge moves"). */
+int ta_demote_range(void *addr, size_t len, unsigned tier, size_t huge_from,
+		    struct ta_chunk *chunk);
+/* Huge moves on (1), off (0), or as the kernel's version says (-1): for tests. */
+void ta_place_set_huge_moves(int on);
+/* 2 MiB units moved as huge pages so far in this process. */
+uint64_t ta_place_huge_units_moved(void);
 /* Bind [addr, addr+len) to tier's nodes without moving (relax=false), or let NUMA balancing move
  * it into faster tiers up to tier `upto` (relax=true). move: take back pages that left. */
 int ta_bind_range(void *addr, size_t len, unsigned tier, bool move);

@@ -866,6 +866,38 @@ unsigned ta_arena_chunks(unsigned tier, struct ta_chunk_info *out, unsigned max,
 	return n;
 }
 
+/* Under the locks a run's cut takes: a page no run holds now cannot be written meanwhile. The
+ * header's page is left alone (its descriptors are written as runs are cut). */
+static bool page_unheld(const struct ta_chunk *c, size_t off)
+{
+	size_t p = off / TA_PAGE_SIZE;
+	return p != 0 && (p >= c->pages_used || c->page_class[p] == TA_PAGE_NONE);
+}
+
+void ta_arena_drop_filled(struct ta_chunk *c, uintptr_t unit, const unsigned char *present)
+{
+	enum { SYS_PAGE = 4096, UNIT_PAGES = TA_CHUNK_SIZE / 2 / SYS_PAGE };
+	size_t off = unit - (uintptr_t)c;
+	ta_lock(&shape_lock, TA_RANK_SHAPE);
+	struct ta_arena *a = &ta_arenas[c->tier];
+	ta_lock(&a->chunk_lock, TA_RANK_CHUNK);
+	for (unsigned i = 0; i < UNIT_PAGES;) {
+		unsigned n = 0;
+		while (i + n < UNIT_PAGES && !(present[i + n] & 1) &&
+		       page_unheld(c, off + (size_t)(i + n) * SYS_PAGE))
+			n++;
+		if (n == 0) {
+			i++;
+			continue;
+		}
+		syscall(SYS_madvise, unit + (uintptr_t)i * SYS_PAGE, (size_t)n * SYS_PAGE,
+			MADV_DONTNEED);
+		i += n;
+	}
+	ta_unlock(&a->chunk_lock, TA_RANK_CHUNK);
+	ta_unlock(&shape_lock, TA_RANK_SHAPE);
+}
+
 int64_t ta_arena_retag_chunk(struct ta_chunk *c, unsigned to, uint64_t *live)
 {
 	ta_lock(&shape_lock, TA_RANK_SHAPE);

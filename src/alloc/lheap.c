@@ -324,6 +324,16 @@ void ta_lheap_set_thp(int on)
 	atomic_store(&thp_blocks, on);
 }
 
+bool ta_lheap_thp_blocks(void)
+{
+	int t = atomic_load_explicit(&thp_blocks, memory_order_relaxed);
+	if (t < 0) { /* two threads may both read it: the same answer */
+		t = ta_thp_always() ? 1 : 0;
+		atomic_store_explicit(&thp_blocks, t, memory_order_relaxed);
+	}
+	return t == 1;
+}
+
 /* Live pages [first, first + pages) of r: their whole 2 MiB units open to huge pages (on) or
  * closed again (freed), as THP "always" would have them. Nothing when the block holds no whole
  * unit: a block under 2 MiB never costs a system call. */
@@ -332,14 +342,7 @@ static void block_thp(struct lh_region *r, uint32_t first, uint32_t pages, bool 
 	uintptr_t a = r->base + ((uintptr_t)first << LH_PAGE_SHIFT);
 	uintptr_t lo = (a + LH_ALIGN - 1) & ~(uintptr_t)(LH_ALIGN - 1);
 	uintptr_t hi = (a + ((uintptr_t)pages << LH_PAGE_SHIFT)) & ~(uintptr_t)(LH_ALIGN - 1);
-	if (hi <= lo)
-		return;
-	int t = atomic_load_explicit(&thp_blocks, memory_order_relaxed);
-	if (t < 0) { /* two threads may both read it: the same answer */
-		t = ta_thp_always() ? 1 : 0;
-		atomic_store_explicit(&thp_blocks, t, memory_order_relaxed);
-	}
-	if (t == 1)
+	if (hi > lo && ta_lheap_thp_blocks())
 		page_advise(lo, hi - lo, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 }
 

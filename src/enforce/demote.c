@@ -32,7 +32,16 @@ uint64_t ta_move_range(struct ta_cold_range *r, unsigned from, unsigned to)
 		}
 		return moved;
 	}
-	int rc = ta_demote_range(r->addr, r->len, to);
+	/* Where huge pages may stay after a huge move (place.c, "Huge moves"): a chunk's upper half
+	 * once open to them, a large object's whole units under THP "always". */
+	size_t huge_from = r->len;
+	if (r->kind == TA_RANGE_CHUNK &&
+	    atomic_load_explicit(&((struct ta_chunk *)r->owner)->upper_huge, memory_order_relaxed))
+		huge_from = TA_CHUNK_SIZE / 2;
+	else if (r->kind == TA_RANGE_LARGE && ta_lheap_thp_blocks())
+		huge_from = 0;
+	int rc = ta_demote_range(r->addr, r->len, to, huge_from,
+				 r->kind == TA_RANGE_CHUNK ? r->owner : NULL);
 	if (rc != 0) {
 		note_failure(rc);
 		ta_cold_release(r, -1, -1);

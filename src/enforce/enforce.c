@@ -103,18 +103,19 @@ static void reclaim(uint64_t bytes, unsigned tier)
  * convergence (bench/run-converge.sh reads it). */
 static void trace_demote(const struct ta_enforce_in *in, unsigned a, unsigned b, uint64_t bytes)
 {
-	uint64_t t0 = ta_monotonic_ns();
+	uint64_t t0 = ta_monotonic_ns(), huge0 = ta_place_huge_units_moved();
 	uint64_t moved = ta_demote(a, b, bytes);
 	if (ta_log_level < TA_LOG_DEBUG)
 		return;
 	uint64_t t1 = ta_monotonic_ns();
 	ta_log(TA_LOG_DEBUG,
 	       "enforce: at %llu ms tier %u observed %llu KiB, high %llu KiB: asked %llu KiB to "
-	       "tier %u, moved %llu KiB in %llu ms",
+	       "tier %u, moved %llu KiB in %llu ms, %llu MiB of it as huge pages",
 	       (unsigned long long)(t0 / 1000000u), a, (unsigned long long)(in->observed[a] >> 10),
 	       (unsigned long long)(in->limit[a][TA_LIMIT_HIGH] >> 10),
 	       (unsigned long long)(bytes >> 10), b, (unsigned long long)(moved >> 10),
-	       (unsigned long long)((t1 - t0) / 1000000u));
+	       (unsigned long long)((t1 - t0) / 1000000u),
+	       (unsigned long long)(2 * (ta_place_huge_units_moved() - huge0)));
 }
 
 bool ta_enforce_pass(void)

@@ -225,6 +225,39 @@ static TEST_UNUSED char test_thp_advice(const void *p)
 	return advice;
 }
 
+/* kB of huge pages in this process's MADV_NOHUGEPAGE mappings ("nh" in VmFlags). */
+static TEST_UNUSED unsigned long test_nohuge_huge_kb(void)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	if (f == NULL)
+		test_hard("/proc/self/smaps: %s", strerror(errno));
+	char line[512];
+	unsigned long total = 0, huge = 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, "AnonHugePages:", 14) == 0)
+			huge = strtoul(line + 14, NULL, 10);
+		else if (strncmp(line, "VmFlags:", 8) == 0 && strstr(line, " nh") != NULL)
+			total += huge;
+	}
+	fclose(f);
+	return total;
+}
+
+/* This process's resident anonymous memory, kB (RssAnon of /proc/self/status). */
+static TEST_UNUSED unsigned long test_rss_anon_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	if (f == NULL)
+		test_hard("/proc/self/status: %s", strerror(errno));
+	char line[256];
+	unsigned long kb = 0;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strncmp(line, "RssAnon:", 8) == 0)
+			kb = strtoul(line + 8, NULL, 10);
+	fclose(f);
+	return kb;
+}
+
 /*
  * The core reads the environment once, in its constructor, before main. A test that needs
  * TIERALLOC_* values runs itself again with them: every TIERALLOC_* variable inherited from the
