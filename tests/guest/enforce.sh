@@ -13,6 +13,13 @@
 #       unchanged (checksums); the segment counts the demoted bytes. Reported: time to converge,
 #       the excess over the share when the limit dropped, the largest excess seen after
 #       converging, and the fraction of the hot and of the cold blocks' pages that were demoted.
+#   enforce.huge_moves
+#       384 MiB in 64 KiB blocks (chunks), TIERALLOC_LOG_LEVEL=debug, memory.max 768M dropped
+#       to 512M (about 128 MiB to move): on 6.1 (a page at a
+#       time, a TLB flush each) at least 32 MiB of the move goes as 2 MiB huge pages, none on
+#       6.12 (batched flushes); either way node 0 comes down to the share, every block is intact,
+#       no huge page is left in a MADV_NOHUGEPAGE mapping (smaps), and RssAnon grows by at most
+#       1 MiB (the zeros a collapse fills in go back).
 #   enforce.share
 #       two processes of 128 MiB each in one cgroup, memory.max 768M dropped to 512M: node 0
 #       comes down to the share, both processes demote, and together no more than the excess
@@ -116,7 +123,8 @@ converge() {
 		case $(uname -r) in
 		6.1.*) echo "   kernel $(uname -r): a migration flushes the TLB once per 4 KiB page" \
 			"moved (batched from 6.3 on), each flush an interrupt the other vCPU must" \
-			"answer: under host load the moves wait for it" ;;
+			"answer: under host load the moves wait for it (whole 2 MiB units move as" \
+			"huge pages, enforce.huge_moves)" ;;
 		esac
 		if [ "$worst_after" -gt $((4 * M)) ]; then
 			fail $test "node 0 went $(mib $worst_after) back over the share after converging"
@@ -141,6 +149,72 @@ record_start enforce 0.25
 converge small 4K
 record_emit enforce
 converge large 1M
+
+# ------------------------------------------------------------- enforce.huge_moves
+# smaps_nh_huge PID: kB of huge pages in the process's mappings that are MADV_NOHUGEPAGE (VmFlags
+# "nh"), where the allocator keeps 4 KiB pages.
+smaps_nh_huge() {
+	awk '/^[0-9a-f]+-[0-9a-f]+ / { if (h != "") t += nh ? h : 0; h = ""; nh = 0 }
+		/^AnonHugePages:/ { h = $2 } /^VmFlags:/ { nh = / nh/ }
+		END { if (h != "") t += nh ? h : 0; print t + 0 }' "/proc/$1/smaps"
+}
+rss_anon() { awk '/^RssAnon:/ { print $2 }' "/proc/$1/status"; }
+huge_moves_test() {
+	test=enforce.huge_moves
+	cg_new te-huge 768M
+	if ! work_start huge 3 "$cg" 384M 64K 50 TIERALLOC_LOG_LEVEL=debug; then
+		fail $test "the workload did not start"
+		return
+	fi
+	seg=$(seg_of "$cg")
+	sleep 1
+	# shellcheck disable=SC2154 # set by proc_start
+	pid=$pid_huge
+	rss0=$(rss_anon "$pid")
+	echo 512M >"$cg/memory.max"
+	target=$(share0 "$seg" $((512 * M)))
+	settle_n0 "$cg" "$target"
+	ok=$?
+	v=$(n0 "$cg")
+	rss1=$(rss_anon "$pid")
+	nh_huge=$(smaps_nh_huge "$pid")
+	proc_cmd huge verify
+	verify=$REPLY
+	proc_quit huge
+	rmdir "$cg" 2>/dev/null
+	huge_mib=$(sed -n 's/.*moved .* KiB in .* ms, \([0-9]*\) MiB of it as huge pages/\1/p' \
+		$W/huge.err | awk '{ s += $1 } END { print s + 0 }')
+	echo "   moved as huge pages: ${huge_mib}M; RssAnon ${rss0} kB before, ${rss1} kB after;" \
+		"huge pages left where the allocator keeps 4 KiB pages: ${nh_huge} kB"
+	kernel=$(uname -r)
+	case $kernel in
+	6.1.* | 6.2.*)
+		# The kernel migrates a page at a time: units of 2 MiB move as huge pages
+		# (src/alloc/place.c, "Huge moves").
+		want_huge=yes ;;
+	*)
+		echo "   kernel $kernel batches a migration's TLB flushes (6.3 on): pages move one by" \
+			"one, none as huge pages"
+		want_huge=no ;;
+	esac
+	if [ $ok != 0 ]; then
+		fail $test "node 0 at $(mib "$v") after ${GUARD_S}s, share $(mib "$target")"
+	elif [ "$(kv "$verify" bad)" != 0 ]; then
+		fail $test "contents changed: $verify"
+	elif [ "$nh_huge" != 0 ]; then
+		fail $test "${nh_huge} kB of huge pages left in MADV_NOHUGEPAGE mappings"
+	elif [ $want_huge = yes ] && [ "$huge_mib" -lt 32 ]; then
+		fail $test "kernel $kernel: only ${huge_mib}M moved as huge pages: $(grep enforce: $W/huge.err)"
+	elif [ $want_huge = no ] && [ "$huge_mib" != 0 ]; then
+		fail $test "kernel $kernel: ${huge_mib}M moved as huge pages where pages move one by one"
+	elif [ $((rss1 - rss0)) -gt 1024 ]; then
+		# A collapse fills the pages no run holds; the arena gives them back after the split.
+		fail $test "RssAnon grew $((rss1 - rss0)) kB across the move"
+	else
+		pass $test
+	fi
+}
+huge_moves_test
 
 # ------------------------------------------------------------- enforce.share
 # Two processes of one cgroup, 128 MiB each: the excess is divided between them in proportion to

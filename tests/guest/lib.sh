@@ -7,8 +7,9 @@
 # for at most GUARD_S seconds (300): a guard against a hang, not a deadline; how long it took is
 # printed, and only a check that the outcome never came fails. Times belong in the output or in
 # a benchmark, never in a pass/fail threshold tighter than the scenario's own length. (At a load
-# of 15, demoting 20 MiB of 1 MiB blocks took up to 111 s instead of 2-4 s: every page moved
-# needs a TLB-flush IPI answered by the other vCPU, whose thread the host seldom runs.)
+# of 15, demoting 20 MiB of 1 MiB blocks on 6.1 took up to 111 s instead of 2-4 s: every page
+# moved one by one needs a TLB-flush IPI answered by the other vCPU, whose thread the host
+# seldom runs.)
 PRELOAD=$B/preload/.libs/libtieralloc-preload.so
 WORK=$B/tests/guest/enforce_work
 PEEK=$B/tests/quota/shm_peek
