@@ -9,6 +9,8 @@
  * the promotion gate relaxes a range (ta_relax_range).
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -77,7 +79,8 @@ static int policy_call(void *addr, size_t len, int mode, uint64_t nodes, unsigne
  * few, those no run holds (its end past the last run, the header's unwritten part), and the arena
  * gives back those still free after the split; anywhere else, as in a large object whose program
  * has not touched every page, all must be present. The collapse takes its huge page on the unit's
- * node, which must hold 2 MiB more for a moment: where it cannot, the unit moves page by page.
+ * node: only where that node has memory to spare (node_has_room), else the unit moves page by
+ * page.
  */
 static _Atomic int huge_moves = -1; /* 1 on: Linux 6.1 or 6.2; 0 off; -1 not decided yet */
 static _Atomic uint64_t huge_units_moved;
@@ -115,6 +118,42 @@ uint64_t ta_place_huge_units_moved(void)
 /* A unit with more pages absent is not worth the copy of its zeros. */
 #define HUGE_MAX_ABSENT 64
 
+/* Node n's "Node n <field>:  <kB> kB" in bytes, or 0. */
+static uint64_t meminfo_field(const char *text, const char *field)
+{
+	const char *at = strstr(text, field);
+	return at != NULL ? strtoull(at + strlen(field), NULL, 10) * 1024 : 0;
+}
+
+/*
+ * The collapse takes its huge page on the unit's node, reclaiming or compacting there if it must.
+ * Where that node is nearly full (the tier being demoted is, often) that would take memory from
+ * whoever else is bound to it: a pair of Node.js containers filling node 0 of the runtimes' guest
+ * (6.1) saw one OOM-killed. So only while the node has an eighth of its memory free, 64 MiB at
+ * least; read at most every 100 ms (the pass runs one at a time, enforce.c).
+ */
+static bool node_has_room(int node)
+{
+	static uint64_t read_ns[TA_MAX_NODES];
+	static bool room[TA_MAX_NODES];
+	if (node < 0 || node >= TA_MAX_NODES)
+		return false;
+	uint64_t now = ta_monotonic_ns();
+	if (read_ns[node] == 0 || now - read_ns[node] > 100000000ull) {
+		char path[64], text[2048];
+		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/meminfo", node);
+		uint64_t total = 0, free = 0;
+		if (ta_read_file(path, text, sizeof(text)) > 0) {
+			total = meminfo_field(text, "MemTotal:");
+			free = meminfo_field(text, "MemFree:");
+		}
+		uint64_t want = total / 8 > (64ull << 20) ? total / 8 : 64ull << 20;
+		room[node] = total != 0 && free >= want;
+		read_ns[node] = now;
+	}
+	return room[node];
+}
+
 /* The unit at u to node as one huge page; false where it must move page by page. */
 static bool move_unit_huge(uintptr_t u, int node, bool may_stay_huge, struct ta_chunk *chunk)
 {
@@ -126,6 +165,13 @@ static bool move_unit_huge(uintptr_t u, int node, bool may_stay_huge, struct ta_
 		absent += !(vec[i] & 1);
 	if (absent > (chunk != NULL ? HUGE_MAX_ABSENT : 0))
 		return false;
+	size_t first = 0;
+	while (!(vec[first] & 1))
+		first++;
+	void *probe = (void *)(u + first * PAGE);
+	int where = -1;
+	if (syscall(SYS_move_pages, 0, 1ul, &probe, NULL, &where, 0) != 0 || !node_has_room(where))
+		return false;
 	/* A collapse needs the range open to huge pages; it goes back as it was (the allocator
 	 * keeps its ranges MADV_NOHUGEPAGE but where may_stay_huge says otherwise). */
 	if (syscall(SYS_madvise, u, UNIT, MADV_HUGEPAGE) != 0)
@@ -134,9 +180,6 @@ static bool move_unit_huge(uintptr_t u, int node, bool may_stay_huge, struct ta_
 	 * page at each sample (clear_refs): a unit not written since has none. A write fault on one
 	 * present page without a store (MADV_POPULATE_WRITE, 5.14) makes it writable and leaves
 	 * its contents alone. */
-	size_t first = 0;
-	while (!(vec[first] & 1))
-		first++;
 	syscall(SYS_madvise, u + first * PAGE, PAGE, MADV_POPULATE_WRITE);
 	bool moved = false;
 	if (syscall(SYS_madvise, u, UNIT, MADV_COLLAPSE) == 0) {
