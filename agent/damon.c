@@ -50,8 +50,9 @@
 
 struct monitored {
 	struct ta_agent_proc proc;
-	bool wrote; /* its access file exists */
-	bool dead;  /* its kdamond stopped (the process exited) */
+	bool wrote;	   /* its access file exists */
+	bool dead;	   /* its kdamond stopped (the process exited) */
+	uint64_t since_ns; /* at or before the start of the aggregation the next update lists */
 };
 
 struct ta_damon {
@@ -290,6 +291,8 @@ static void reconfigure(struct ta_damon *d, const struct ta_agent_proc *want, un
 		n = 0;
 	}
 	for (unsigned j = 0; j < n; j++) {
+		/* Its first aggregation begins once it is on. */
+		next[j].since_ns = ta_monotonic_ns();
 		if (setup_one(d, j, next[j].proc.pid) != 0) {
 			next[j].dead = true;
 			if (d->verbose)
@@ -310,6 +313,11 @@ static void publish_one(struct ta_damon *d, unsigned i, uint64_t period_ns)
 	struct monitored *m = &d->run[i];
 	if (m->dead)
 		return;
+	/* The update lists the first aggregation to end after it is asked for. That one began
+	 * when the one before ended, which was after the last update was asked for (or the
+	 * kdamond started): the counts began no earlier than since_ns, and the next ones no
+	 * earlier than now. */
+	uint64_t asked_ns = ta_monotonic_ns();
 	if (putf(d, "update_schemes_tried_regions", "kdamonds/%u/state", i) != 0) {
 		/* The kdamond stopped: its process exited. */
 		m->dead = true;
@@ -319,6 +327,8 @@ static void publish_one(struct ta_damon *d, unsigned i, uint64_t period_ns)
 	char dir[400];
 	snprintf(dir, sizeof(dir), "%s/kdamonds/%u/contexts/0/schemes/0/tried_regions", d->admin,
 		 i);
+	uint64_t window_ns = m->since_ns;
+	m->since_ns = asked_ns;
 	int n = ta_damon_regions(dir, d->regions, MAX_REGIONS * 2, AGGR_US / SAMPLE_US);
 	if (n < 0 || (unsigned)n > TA_HEATFILE_MAX_REGIONS)
 		return;
@@ -326,6 +336,7 @@ static void publish_one(struct ta_damon *d, unsigned i, uint64_t period_ns)
 		.pid = m->proc.pid,
 		.start_time = m->proc.start_time,
 		.written_ns = ta_monotonic_ns(),
+		.window_ns = window_ns,
 		.interval_ns = period_ns,
 		.max_accesses = AGGR_US / SAMPLE_US,
 		.source = TA_HEATFILE_SOURCE_DAMON,

@@ -786,7 +786,7 @@ struct ta_maps_window {
 	uint32_t len;
 	uint32_t heat;
 	uint32_t pages[TA_MAX_TIERS]; /* TA_MAPS_PAGE each */
-	bool fresh;
+	uint64_t seen_ns;	      /* when a sample first found pages in it */
 };
 /* The windows of the last sample, for the caller alone until it gives them back; false (none
  * taken) while a sample or another holder has them. */

@@ -305,6 +305,7 @@ static void sample_windows(const struct ta_maps_range *r, unsigned n, uint64_t p
 		windows_next = ta_pages_map(TA_MAPS_WINDOWS * sizeof(*windows), true);
 	}
 	unsigned made = 0, old = 0;
+	uint64_t now = ta_monotonic_ns();
 	for (unsigned i = 0; i < n; i++) {
 		for (uintptr_t a = r[i].start; a < r[i].end;) {
 			uintptr_t end = (a & ~(TA_MAPS_WINDOW - 1)) + TA_MAPS_WINDOW;
@@ -320,14 +321,14 @@ static void sample_windows(const struct ta_maps_range *r, unsigned n, uint64_t p
 				memset(w, 0, sizeof(*w));
 				w->start = a;
 				w->len = (uint32_t)(end - a);
-				w->fresh = true;
+				w->seen_ns = now;
 				for (unsigned t = 0; t < ta_ntiers; t++)
 					w->pages[t] = (uint32_t)(tiers[t] / TA_MAPS_PAGE);
 				while (windows != NULL && old < nwindows && windows[old].start < a)
 					old++;
 				if (windows != NULL && old < nwindows && windows[old].start == a) {
 					w->heat = windows[old].heat;
-					w->fresh = windows[old].fresh;
+					w->seen_ns = windows[old].seen_ns;
 				}
 			}
 			a = end;

@@ -67,6 +67,7 @@ static const char *agent_text; /* atomic: one of the above, NULL until the first
 static uint64_t agent_buf[TA_HEATFILE_MAX_BYTES / sizeof(uint64_t) + 1];
 static const struct ta_heatfile_region *agent_regions; /* NULL: no fresh file */
 static uint32_t agent_nregions, agent_max;
+static uint64_t agent_window_ns;		     /* when the fresh file's counts began */
 static uint64_t agent_held[TA_HEATFILE_MAX_REGIONS]; /* bytes of ours in each (heatfile.h) */
 static uint64_t self_start_time;		     /* /proc/self/stat field 22, 0: not read yet */
 
@@ -196,6 +197,7 @@ static void agent_load(uint64_t now)
 				agent_regions = r;
 				agent_nregions = h->nregions;
 				agent_max = h->max_accesses;
+				agent_window_ns = h->window_ns;
 				text = agent_fresh_text;
 			} else if (why != NULL &&
 				   strcmp(why, "the agent's access file is stale") == 0) {
@@ -247,7 +249,8 @@ static void sample_range(const void *addr, size_t len, uint64_t *present, uint64
 #define MAX_CHUNKS 4096
 #define MAX_LARGE  1024
 
-/* Pages that existed at the last clear (at since) tell something; fresh ones do not. */
+/* Pages that existed when the sample's counting began (since: the last clear, or the agent's
+ * window) tell something; fresh ones do not, their making was their access. */
 static uint32_t heat_after(uint32_t prev, uint64_t made_ns, uint64_t since, uint32_t part)
 {
 	if (made_ns >= since || prev == TA_HEAT_MOVED)
@@ -320,9 +323,9 @@ static void sample_tier(unsigned t, uint64_t now, uint64_t since, uint64_t sums[
 }
 
 /* The program's own mappings, a window at a time (alloc/maps.c): a window first seen since the
- * last update was (mostly) just faulted in and tells nothing yet, like a fresh chunk. Not in the
- * tiers' hot and cold figures, which stay malloc's. Skipped while a sample holds them. */
-static void sample_windows(void)
+ * counting began was (mostly) just faulted in and tells nothing yet, like a fresh chunk. Not in
+ * the tiers' hot and cold figures, which stay malloc's. Skipped while a sample holds them. */
+static void sample_windows(uint64_t since)
 {
 	struct ta_maps_window *w;
 	unsigned n;
@@ -332,12 +335,8 @@ static void sample_windows(void)
 		uint64_t present = 0, written = 0;
 		void *addr = (void *)w[i].start;
 		sample_range(addr, w[i].len, &present, &written);
-		if (w[i].fresh || w[i].heat == TA_HEAT_MOVED)
-			w[i].heat = 0;
-		else
-			w[i].heat = ta_access_heat_part(
-			    w[i].heat, sample_part(addr, w[i].len, present, written));
-		w[i].fresh = false;
+		w[i].heat = heat_after(w[i].heat, w[i].seen_ns, since,
+				       sample_part(addr, w[i].len, present, written));
 	}
 	ta_maps_windows_give();
 }
@@ -383,8 +382,12 @@ bool ta_access_tick(void)
 			return false;
 		}
 	}
-	if (agent_regions != NULL)
+	if (agent_regions != NULL) {
+		/* DAMON counted over its aggregation, which may have begun before our last
+		 * sample: what was made in it reads accessed (a heap just filled, all hot). */
+		since = agent_window_ns;
 		hold_all(now);
+	}
 	uint64_t hot[TA_MAX_TIERS] = { 0 }, cold[TA_MAX_TIERS] = { 0 };
 	for (unsigned t = 0; t < ta_ntiers; t++) {
 		uint64_t sums[3] = { 0, 0, 0 }; /* hot, cold, unknown */
@@ -395,7 +398,7 @@ bool ta_access_tick(void)
 		hot[t] = sums[0];
 		cold[t] = sums[1];
 	}
-	sample_windows();
+	sample_windows(since);
 	ta_quota_publish_heat(hot, cold);
 	/* Cleared after the reading: what is written from here on shows in the next one. A
 	 * refused clear leaves every bit set, which reads as all hot: stop instead. The agent's

@@ -39,6 +39,10 @@ int ta_heatfile_parse(const void *buf, size_t len, uint32_t pid, uint64_t start_
 		*why = "the agent's access file is stale";
 		return -1;
 	}
+	if (h->window_ns == 0 || h->window_ns > h->written_ns) {
+		*why = "an access file without the start of its counts";
+		return -1;
+	}
 	const struct ta_heatfile_region *r = (const void *)((const char *)buf + sizeof(*h));
 	for (uint32_t i = 0; i < h->nregions; i++) {
 		if (r[i].start >= r[i].end || r[i].nr_accesses > h->max_accesses ||

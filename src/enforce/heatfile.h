@@ -11,6 +11,10 @@
  *   struct ta_heatfile_header, then nregions struct ta_heatfile_region, sorted by start and not
  *   overlapping. nr_accesses counts DAMON's samples, out of max_accesses per aggregation, in
  *   which the region's sampled page had been accessed (read or written).
+ *
+ * The counts are those of one aggregation, which began at window_ns or later. A page made in
+ * it was accessed by its making: the counts say nothing of memory the process carved or mapped
+ * since window_ns, as soft-dirty bits say nothing of pages faulted in since their clear.
  */
 #ifndef TA_HEATFILE_H
 #define TA_HEATFILE_H
@@ -19,7 +23,7 @@
 #include <stdint.h>
 
 #define TA_HEATFILE_MAGIC	 0x3176746165687461ull
-#define TA_HEATFILE_VERSION	 1u
+#define TA_HEATFILE_VERSION	 2u
 #define TA_HEATFILE_MAX_REGIONS	 1024u
 #define TA_HEATFILE_PREFIX	 "tieralloc_access."
 #define TA_HEATFILE_SOURCE_DAMON 1u
@@ -32,6 +36,7 @@ struct ta_heatfile_header {
 	uint32_t nregions;
 	uint64_t start_time;  /* /proc/<pid>/stat field 22: a reused pid is not this process */
 	uint64_t written_ns;  /* CLOCK_MONOTONIC when the agent wrote it */
+	uint64_t window_ns;   /* CLOCK_MONOTONIC at or before the counts' aggregation began */
 	uint64_t interval_ns; /* how often the agent rewrites it: stale after 3 of them */
 	uint32_t max_accesses;
 	uint32_t source; /* TA_HEATFILE_SOURCE_* */
@@ -47,7 +52,8 @@ struct ta_heatfile_region {
 	 TA_HEATFILE_MAX_REGIONS * sizeof(struct ta_heatfile_region))
 
 /* Checks a file's bytes: 0 when they are a file for this pid and start time, fresh at now_ns
- * (written within 3 intervals); -1 with *why set otherwise. On success *hdr and *regions point
+ * (written within 3 intervals), its window begun before it was written; -1 with *why set
+ * otherwise. On success *hdr and *regions point
  * into buf. */
 int ta_heatfile_parse(const void *buf, size_t len, uint32_t pid, uint64_t start_time,
 		      uint64_t now_ns, const struct ta_heatfile_header **hdr,

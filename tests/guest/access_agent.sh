@@ -64,13 +64,16 @@ if [ $damon = 0 ]; then
 	fi
 fi
 
-# Ranked: two samples taken after the hot thread started (access_base, lib.sh), and with the agent's source, tier 0's hot bytes at half the working
-# set (200 MiB).
+# Ranked: two samples taken after the hot thread started (access_base, lib.sh), no more than
+# 16 MiB of tier 0 of unknown heat, and with the agent's source, tier 0's hot bytes at half the
+# working set (200 MiB). Unknown ranks hottest: memory made since the source's counts began
+# (the fill, for up to two of the agent's 5 s aggregations) is not yet judged.
 ranked() {
 	n0_watch
 	proc_cmd "$name" access
 	s=$(kv "$REPLY" samples)
 	[ "${s:-0}" -ge $((samples0 + 2)) ] || return 1
+	[ "$(kv "$REPLY" unknown0)" -le $((16 * M)) ] || return 1
 	[ "$need_hot" = 0 ] || [ "$(kv "$REPLY" hot0)" -ge $((100 * M)) ]
 }
 settled() {

@@ -60,13 +60,16 @@ static bool overlaps(uintptr_t a, uintptr_t len, const void *obj)
 
 /* The file says hot_obj was accessed in every sample and cold_obj in none; with sparse_obj, a
  * region twice its size (the other half holding nothing of this process's) accessed in half the
- * samples, as DAMON reads memory that is all read but takes half of its address space. */
-static void write_heatfile(const void *hot_obj, const void *cold_obj, const void *sparse_obj)
+ * samples, as DAMON reads memory that is all read but takes half of its address space. Its
+ * counts began at window_ns. */
+static void write_heatfile(const void *hot_obj, const void *cold_obj, const void *sparse_obj,
+			   uint64_t window_ns)
 {
 	struct ta_heatfile_header h = {
 		.pid = (uint32_t)getpid(),
 		.start_time = ta_proc_start_time(getpid()),
 		.written_ns = now_ns(),
+		.window_ns = window_ns,
 		.interval_ns = 60ull * 1000000000ull, /* fresh for the whole test */
 		.max_accesses = 20,
 		.source = TA_HEATFILE_SOURCE_DAMON,
@@ -147,7 +150,7 @@ int main(int argc, char **argv)
 		test_skip("this kernel gives no soft-dirty bits: %s", ta_access_source());
 
 	test_context("agent's file fresh");
-	write_heatfile(hot, cold, sparse);
+	write_heatfile(hot, cold, sparse, now_ns());
 	write_pages(hot, 2);
 	write_pages(cold, 2); /* written, but the file says cold: the file decides */
 	expect_true(tick_until_sampled());
@@ -160,6 +163,29 @@ int main(int argc, char **argv)
 	expect_true(page_dirty(hot));
 	expect_true(page_dirty(cold));
 	uint32_t hot_heat = heat_of(hot), cold_heat = heat_of(cold);
+
+	/* An object made after the counts began was accessed by its making: the file says
+	 * nothing of it yet, however hot it reads there; from the next window on it does. */
+	test_context("made in the agent's window");
+	uint64_t before_young = now_ns();
+	unsigned char *young = tieralloc_malloc_tier(0, OBJ_SIZE);
+	if (young == NULL)
+		test_hard("no tier-0 memory");
+	write_pages(young, 4);
+	write_heatfile(young, cold, NULL, before_young);
+	expect_true(tick_until_sampled());
+	expect_true(source_is("agent (damon)"));
+	expect_true(!ta_heat_known(heat_of(young)));
+	expect_true(!ta_access_is_hot(heat_of(cold)) && ta_heat_known(heat_of(cold)));
+	write_heatfile(young, cold, NULL, now_ns());
+	expect_true(tick_until_sampled());
+	expect_true(ta_access_is_hot(heat_of(young)));
+	expect_true(young[0] == 4 && young[OBJ_SIZE - 4096] == 4);
+	tieralloc_free(young);
+	write_heatfile(hot, cold, sparse, now_ns());
+	expect_true(tick_until_sampled());
+	hot_heat = heat_of(hot);
+	cold_heat = heat_of(cold);
 
 	test_context("agent's file gone");
 	unlink(heatfile);

@@ -9,7 +9,9 @@
  * - the interval a file says covers a whole round, one aggregation per process (else files
  *   go stale between rewrites with three processes or more);
  * - DAMON is not taken when a kdamond is on (someone else's monitoring), nor where there is
- *   no interface, each with a line saying which.
+ *   no interface, each with a line saying which;
+ * - a file's counts began no earlier than it says (window_ns), so that what the process made
+ *   since reads unknown rather than accessed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -158,6 +161,126 @@ static void test_start(void)
 	test_context("%s", "");
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The access file the thread wrote for pid into root, parsed: its header copied to *out, false
+ * while there is none (or not a whole one). */
+static bool read_file(uint32_t pid, uint64_t start_time, struct ta_heatfile_header *out)
+{
+	static uint64_t buf[TA_HEATFILE_MAX_BYTES / sizeof(uint64_t) + 1];
+	char path[300];
+	snprintf(path, sizeof(path), "%s/" TA_HEATFILE_PREFIX "%u", root, pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t got = read(fd, buf, sizeof(buf));
+	close(fd);
+	const struct ta_heatfile_header *h;
+	const struct ta_heatfile_region *r;
+	const char *why = NULL;
+	if (got <= 0 ||
+	    ta_heatfile_parse(buf, (size_t)got, pid, start_time, now_ns(), &h, &r, &why) != 0)
+		return false;
+	*out = *h;
+	return true;
+}
+
+/* The counts a file gives began no earlier than its window says: the first file's when the
+ * kdamond was set up, each later one's when the update before it was asked for. Were it
+ * later, the worker would take what the process made in the window (filling a heap reads all
+ * of it accessed) for its use. */
+static void test_window(void)
+{
+	static const char *const dirs[] = {
+		"win",
+		"win/kdamonds",
+		"win/kdamonds/0",
+		"win/kdamonds/0/contexts",
+		"win/kdamonds/0/contexts/0",
+		"win/kdamonds/0/contexts/0/monitoring_attrs",
+		"win/kdamonds/0/contexts/0/monitoring_attrs/intervals",
+		"win/kdamonds/0/contexts/0/monitoring_attrs/nr_regions",
+		"win/kdamonds/0/contexts/0/targets",
+		"win/kdamonds/0/contexts/0/targets/0",
+		"win/kdamonds/0/contexts/0/schemes",
+		"win/kdamonds/0/contexts/0/schemes/0",
+		"win/kdamonds/0/contexts/0/schemes/0/access_pattern",
+		"win/kdamonds/0/contexts/0/schemes/0/access_pattern/sz",
+		"win/kdamonds/0/contexts/0/schemes/0/access_pattern/nr_accesses",
+		"win/kdamonds/0/contexts/0/schemes/0/access_pattern/age",
+		"win/kdamonds/0/contexts/0/schemes/0/tried_regions",
+		"win/kdamonds/0/contexts/0/schemes/0/tried_regions/0",
+	};
+	static const char *const files[] = {
+		"kdamonds/nr_kdamonds",
+		"kdamonds/0/state",
+		"kdamonds/0/contexts/nr_contexts",
+		"kdamonds/0/contexts/0/operations",
+		"kdamonds/0/contexts/0/monitoring_attrs/intervals/sample_us",
+		"kdamonds/0/contexts/0/monitoring_attrs/intervals/aggr_us",
+		"kdamonds/0/contexts/0/monitoring_attrs/intervals/update_us",
+		"kdamonds/0/contexts/0/monitoring_attrs/nr_regions/min",
+		"kdamonds/0/contexts/0/monitoring_attrs/nr_regions/max",
+		"kdamonds/0/contexts/0/targets/nr_targets",
+		"kdamonds/0/contexts/0/targets/0/pid_target",
+		"kdamonds/0/contexts/0/schemes/nr_schemes",
+		"kdamonds/0/contexts/0/schemes/0/action",
+		"kdamonds/0/contexts/0/schemes/0/access_pattern/sz/max",
+		"kdamonds/0/contexts/0/schemes/0/access_pattern/nr_accesses/max",
+		"kdamonds/0/contexts/0/schemes/0/access_pattern/age/max",
+	};
+	test_context("the window of an access file's counts");
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		dir(dirs[i]);
+	char rel[200];
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(rel, sizeof(rel), "win/%s", files[i]);
+		put(rel, i == 1 ? "off\n" : "0\n");
+	}
+	const char *tried = "win/kdamonds/0/contexts/0/schemes/0/tried_regions/0";
+	snprintf(rel, sizeof(rel), "%s/start", tried);
+	put(rel, "4194304\n");
+	snprintf(rel, sizeof(rel), "%s/end", tried);
+	put(rel, "8388608\n");
+	snprintf(rel, sizeof(rel), "%s/nr_accesses", tried);
+	put(rel, "7\n");
+	char err[300] = "", admin[128];
+	snprintf(admin, sizeof(admin), "%s/win", root);
+	struct ta_damon *d = ta_damon_start(admin, root, false, err, sizeof(err));
+	if (d == NULL)
+		test_fail(__FILE__, __LINE__, "the stand-in was not taken: %s", err);
+	struct ta_agent_proc me = { .pid = (uint32_t)getpid(),
+				    .uid = (uint32_t)getuid(),
+				    .start_time = 12345 }; /* copied, not checked */
+	uint64_t before = now_ns();
+	ta_damon_set_procs(d, &me, 1);
+	struct ta_heatfile_header first = { 0 }, second = { 0 };
+	/* Rewritten once an aggregation (5 s): 30 s is a guard, not a deadline. */
+	for (int i = 0; i < 300 && !read_file(me.pid, me.start_time, &first); i++)
+		usleep(100 * 1000);
+	expect_ne(first.written_ns, 0);
+	expect_true(first.window_ns >= before);
+	expect_true(first.window_ns <= first.written_ns);
+	for (int i = 0; i < 300; i++) {
+		if (read_file(me.pid, me.start_time, &second) &&
+		    second.written_ns != first.written_ns)
+			break;
+		usleep(100 * 1000);
+	}
+	expect_true(second.written_ns > first.written_ns);
+	/* The update for the first was asked for after its kdamond was set up and before the
+	 * first file was written. */
+	expect_true(second.window_ns > first.window_ns);
+	expect_true(second.window_ns < first.written_ns);
+	ta_damon_stop(d);
+	test_context("%s", "");
+}
+
 int main(void)
 {
 	snprintf(root, sizeof(root), "/tmp/test_damon.XXXXXX");
@@ -167,6 +290,7 @@ int main(void)
 	test_write();
 	test_interval();
 	test_start();
+	test_window();
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	if (system(cmd) != 0)

@@ -20,6 +20,7 @@ static size_t make(uint32_t pid, uint64_t start, uint64_t written,
 	struct ta_heatfile_header h = { .pid = pid,
 					.start_time = start,
 					.written_ns = written,
+					.window_ns = written - 900,
 					.interval_ns = 1000,
 					.max_accesses = 10,
 					.source = TA_HEATFILE_SOURCE_DAMON };
@@ -39,6 +40,7 @@ static void test_parse(void)
 	expect_eq(len, sizeof(struct ta_heatfile_header) + 2 * sizeof(struct ta_heatfile_region));
 	expect_eq(ta_heatfile_parse(buf, len, 42, 7, 5500, &h, &got, &why), 0);
 	expect_eq(h->nregions, 2);
+	expect_eq(h->window_ns, 4100);
 	expect_eq(got[1].end, 16 * MiB);
 
 	test_context("refused");
@@ -66,9 +68,19 @@ static void test_parse(void)
 	expect_eq(ta_heatfile_parse(buf, len, 42, 7, 5500, &h, &got, &why), -1);
 
 	len = make(42, 7, 5000, r, 2);
-	((struct ta_heatfile_header *)buf)->version = 2;
+	((struct ta_heatfile_header *)buf)->version = TA_HEATFILE_VERSION - 1; /* no window_ns */
 	expect_eq(ta_heatfile_parse(buf, len, 42, 7, 5500, &h, &got, &why), -1);
 	expect_str_eq(why, "an access file of another version");
+	/* Counts that say nothing of when they began, or began after the file was written. */
+	len = make(42, 7, 5000, r, 2);
+	((struct ta_heatfile_header *)buf)->window_ns = 0;
+	expect_eq(ta_heatfile_parse(buf, len, 42, 7, 5500, &h, &got, &why), -1);
+	expect_str_eq(why, "an access file without the start of its counts");
+	((struct ta_heatfile_header *)buf)->window_ns = 5001;
+	expect_eq(ta_heatfile_parse(buf, len, 42, 7, 5500, &h, &got, &why), -1);
+	expect_str_eq(why, "an access file without the start of its counts");
+	((struct ta_heatfile_header *)buf)->window_ns = 5000;
+	expect_eq(ta_heatfile_parse(buf, len, 42, 7, 5500, &h, &got, &why), 0);
 	len = make(42, 7, 5000, r, 2);
 	((struct ta_heatfile_header *)buf)->max_accesses = 0;
 	expect_eq(ta_heatfile_parse(buf, len, 42, 7, 5500, &h, &got, &why), -1);

@@ -310,7 +310,6 @@ static void set_heat(uintptr_t start, uint32_t heat)
 	for (unsigned i = 0; i < n; i++)
 		if (w[i].start == start) {
 			w[i].heat = heat;
-			w[i].fresh = false;
 		}
 	ta_maps_windows_give();
 }
@@ -346,7 +345,8 @@ static void test_windows(void)
 	expect_eq(w.len, W / 2);
 	expect_eq(w.pages[0], 10);
 	expect_eq(w.pages[1], 0); /* node 0 is tier 0's */
-	expect_true(w.fresh);
+	uint64_t first_seen = w.seen_ns;
+	expect_ne(first_seen, 0);
 	expect_eq(w.heat, 0);
 	expect_true(window_at(a + 2 * W, &w));
 	expect_eq(w.pages[0], W / P);
@@ -355,16 +355,18 @@ static void test_windows(void)
 	test_context("windows: a heat set between samples is carried to the same window");
 	set_heat(a + W / 2, 700);
 	((char *)(a + W))[0] = 1;
+	uint64_t second = ta_monotonic_ns();
 	expect_true(ta_maps_sample(true));
 	expect_eq(windows_now(), 3);
 	expect_true(window_at(a + W / 2, &w));
 	expect_eq(w.heat, 700);
-	expect_true(!w.fresh);
+	expect_eq(w.seen_ns, first_seen); /* when it was first seen, not again */
 	expect_true(window_at(a + W, &w));
-	expect_true(w.fresh);
+	expect_true(w.seen_ns >= second); /* new in this sample */
 	expect_eq(w.pages[0], 1);
 	expect_true(window_at(a + 2 * W, &w));
-	expect_true(w.fresh); /* untouched by set_heat */
+	expect_eq(w.seen_ns, first_seen);
+	expect_true(first_seen < second);
 
 	test_context("windows: one holder at a time");
 	struct ta_maps_window *held;
