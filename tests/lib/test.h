@@ -201,45 +201,74 @@ static TEST_UNUSED unsigned count_lines(const char *text, const char *prefix)
 	return n;
 }
 
-/* How the mapping holding p is advised: 'h' for MADV_HUGEPAGE ("hg" in VmFlags), 'n' for
- * MADV_NOHUGEPAGE ("nh"), '-' for neither. */
-static TEST_UNUSED char test_thp_advice(const void *p)
+/* One mapping of /proc/self/smaps, as test_smaps_each hands it over. */
+struct test_smaps_vma {
+	uintptr_t lo, hi;
+	unsigned long anon_huge_kb; /* AnonHugePages */
+	const char *flags;	    /* the VmFlags line, after "VmFlags:" */
+};
+
+/* Calls fn for each mapping of this process, at its VmFlags line (the last of each), until fn
+ * returns false. */
+static TEST_UNUSED void test_smaps_each(bool (*fn)(const struct test_smaps_vma *, void *),
+					void *arg)
 {
 	FILE *f = fopen("/proc/self/smaps", "r");
 	if (f == NULL)
 		test_hard("/proc/self/smaps: %s", strerror(errno));
 	char line[512];
-	bool in = false;
-	char advice = '?';
+	struct test_smaps_vma v = { 0, 0, 0, NULL };
 	while (fgets(line, sizeof(line), f) != NULL) {
 		unsigned long lo, hi;
 		size_t word = strcspn(line, " ");
 		if (word > 0 && line[word - 1] != ':' && sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
-			in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-		} else if (in && strncmp(line, "VmFlags:", 8) == 0) {
-			advice = strstr(line, " hg") ? 'h' : strstr(line, " nh") ? 'n' : '-';
-			break;
+			v = (struct test_smaps_vma){ lo, hi, 0, NULL };
+		} else if (strncmp(line, "AnonHugePages:", 14) == 0) {
+			v.anon_huge_kb = strtoul(line + 14, NULL, 10);
+		} else if (strncmp(line, "VmFlags:", 8) == 0) {
+			v.flags = line + 8;
+			if (!fn(&v, arg))
+				break;
 		}
 	}
 	fclose(f);
-	return advice;
+}
+
+struct test_thp_advice_arg {
+	uintptr_t p;
+	char advice;
+};
+
+static TEST_UNUSED bool test_thp_advice_of(const struct test_smaps_vma *v, void *arg)
+{
+	struct test_thp_advice_arg *a = arg;
+	if (a->p < v->lo || a->p >= v->hi)
+		return true;
+	a->advice = strstr(v->flags, " hg") ? 'h' : strstr(v->flags, " nh") ? 'n' : '-';
+	return false;
+}
+
+/* How the mapping holding p is advised: 'h' for MADV_HUGEPAGE ("hg" in VmFlags), 'n' for
+ * MADV_NOHUGEPAGE ("nh"), '-' for neither, '?' when no mapping holds it. */
+static TEST_UNUSED char test_thp_advice(const void *p)
+{
+	struct test_thp_advice_arg a = { (uintptr_t)p, '?' };
+	test_smaps_each(test_thp_advice_of, &a);
+	return a.advice;
+}
+
+static TEST_UNUSED bool test_nohuge_huge_of(const struct test_smaps_vma *v, void *arg)
+{
+	if (strstr(v->flags, " nh") != NULL)
+		*(unsigned long *)arg += v->anon_huge_kb;
+	return true;
 }
 
 /* kB of huge pages in this process's MADV_NOHUGEPAGE mappings ("nh" in VmFlags). */
 static TEST_UNUSED unsigned long test_nohuge_huge_kb(void)
 {
-	FILE *f = fopen("/proc/self/smaps", "r");
-	if (f == NULL)
-		test_hard("/proc/self/smaps: %s", strerror(errno));
-	char line[512];
-	unsigned long total = 0, huge = 0;
-	while (fgets(line, sizeof(line), f) != NULL) {
-		if (strncmp(line, "AnonHugePages:", 14) == 0)
-			huge = strtoul(line + 14, NULL, 10);
-		else if (strncmp(line, "VmFlags:", 8) == 0 && strstr(line, " nh") != NULL)
-			total += huge;
-	}
-	fclose(f);
+	unsigned long total = 0;
+	test_smaps_each(test_nohuge_huge_of, &total);
 	return total;
 }
 
