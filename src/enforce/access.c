@@ -25,6 +25,11 @@
  * while the agent's file was fresh), so heats keep the agent's values until then.
  *
  * Heat: 0 unknown, otherwise 1 + the written part in per mille, the newest sample weighing 3/4.
+ * The agent's file is folded once (the worker looks every period, DAMON rewrites it every
+ * aggregation), and its readings raise a heat at once but lower it by half a file: DAMON checks
+ * one page per region a sample, so a range only read now and then can read 0 in one aggregation
+ * and 8 in the next, while a range never touched never reads accessed. One empty reading leaves
+ * a read range cold but well above what was never touched, which stays the first to go.
  * A sample says something only of pages that existed at the clear before it: a fresh page is
  * dirty because it was just faulted in. So a large object born since the last clear, or a chunk
  * a run was cut from since then, stays unknown for that period (and ranks as hottest: it was just
@@ -68,6 +73,7 @@ static uint64_t agent_buf[TA_HEATFILE_MAX_BYTES / sizeof(uint64_t) + 1];
 static const struct ta_heatfile_region *agent_regions; /* NULL: no fresh file */
 static uint32_t agent_nregions, agent_max;
 static uint64_t agent_window_ns;		     /* when the fresh file's counts began */
+static uint64_t agent_written_ns, agent_folded_ns;   /* the fresh file's, the last one folded */
 static uint64_t agent_held[TA_HEATFILE_MAX_REGIONS]; /* bytes of ours in each (heatfile.h) */
 static uint64_t self_start_time;		     /* /proc/self/stat field 22, 0: not read yet */
 
@@ -86,6 +92,16 @@ uint32_t ta_access_heat(uint32_t prev, uint64_t present, uint64_t written)
 {
 	uint64_t part = present == 0 ? 0 : written * 1000 / present;
 	return ta_access_heat_part(prev, part > 1000 ? 1000 : (uint32_t)part);
+}
+
+uint32_t ta_access_heat_agent(uint32_t prev, uint32_t part)
+{
+	if (part > 1000)
+		part = 1000;
+	if (!ta_heat_known(prev))
+		return part + 1;
+	uint32_t faded = (prev - 1 + part) / 2;
+	return (part > faded ? part : faded) + 1;
 }
 
 uint32_t ta_access_heat_part(uint32_t prev, uint32_t part)
@@ -198,6 +214,7 @@ static void agent_load(uint64_t now)
 				agent_nregions = h->nregions;
 				agent_max = h->max_accesses;
 				agent_window_ns = h->window_ns;
+				agent_written_ns = h->written_ns;
 				text = agent_fresh_text;
 			} else if (why != NULL &&
 				   strcmp(why, "the agent's access file is stale") == 0) {
@@ -255,7 +272,8 @@ static uint32_t heat_after(uint32_t prev, uint64_t made_ns, uint64_t since, uint
 {
 	if (made_ns >= since || prev == TA_HEAT_MOVED)
 		return 0;
-	return ta_access_heat_part(prev, part);
+	return agent_regions != NULL ? ta_access_heat_agent(prev, part)
+				     : ta_access_heat_part(prev, part);
 }
 
 static void count(uint32_t heat, uint64_t bytes, uint64_t sums[3])
@@ -383,6 +401,11 @@ bool ta_access_tick(void)
 		}
 	}
 	if (agent_regions != NULL) {
+		/* The heats hold this file already: folding it again would weigh one
+		 * aggregation's counts as many. */
+		if (agent_written_ns == agent_folded_ns)
+			return false;
+		agent_folded_ns = agent_written_ns;
 		/* DAMON counted over its aggregation, which may have begun before our last
 		 * sample: what was made in it reads accessed (a heap just filled, all hot). */
 		since = agent_window_ns;
@@ -430,6 +453,7 @@ void ta_access_fork_child(void)
 	last_ns = 0;
 	self_start_time = 0;
 	agent_regions = NULL;
+	agent_folded_ns = 0;
 	__atomic_store_n(&agent_text, NULL, __ATOMIC_RELEASE);
 	atomic_store(&ta_access_samples, 0);
 }

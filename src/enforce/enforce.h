@@ -35,6 +35,8 @@ void ta_access_count(const uint64_t *entries, size_t n, uint64_t *present, uint6
 uint32_t ta_access_heat(uint32_t prev, uint64_t present, uint64_t written);
 /* The same from a part already in per mille (0..1000). */
 uint32_t ta_access_heat_part(uint32_t prev, uint32_t part);
+/* The same from the agent's file: up at once, down by half a file (access.c). */
+uint32_t ta_access_heat_agent(uint32_t prev, uint32_t part);
 /* Whether a heat is known (a sample of pages that existed at the clear before it). */
 static inline bool ta_heat_known(uint32_t heat)
 {

@@ -70,6 +70,36 @@ static void test_heat(void)
 	test_context("%s", "");
 }
 
+/* The agent's readings: up at once, down by half a file, so that a read range DAMON missed in
+ * one aggregation stays above what was never touched. */
+static void test_heat_agent(void)
+{
+	test_context("heat from the agent's file");
+	expect_eq(ta_access_heat_agent(0, 1000), TA_HEAT_MAX);
+	expect_eq(ta_access_heat_agent(0, 0), 1);
+	expect_eq(ta_access_heat_agent(0, 5000), TA_HEAT_MAX); /* clamped */
+	expect_eq(ta_access_heat_agent(TA_HEAT_MOVED, 0), 1);
+	uint32_t never = ta_access_heat_agent(ta_access_heat_agent(0, 0), 0);
+	expect_eq(never, 1);
+	/* Hot, then one empty reading: no longer hot, still far above the untouched. */
+	uint32_t h = ta_access_heat_agent(TA_HEAT_MAX, 0);
+	expect_true(!ta_access_is_hot(h));
+	expect_gt(h, TA_HEAT_COLD);
+	/* Empty again and again: down to the untouched's heat in about ten files. */
+	int files = 1;
+	while (h > never && files < 20) {
+		h = ta_access_heat_agent(h, 0);
+		files++;
+	}
+	expect_eq(h, never);
+	expect_true(files >= 8 && files <= 12);
+	/* Cold, then read: as hot as the reading at once. */
+	expect_eq(ta_access_heat_agent(1, 800), 801);
+	/* A reading below the faded heat does not lower it past half-way. */
+	expect_eq(ta_access_heat_agent(801, 200), 501);
+	test_context("%s", "");
+}
+
 static void set_heat(void *p, uint32_t heat)
 {
 	struct ta_large *l = ta_large_find(p);
@@ -245,6 +275,7 @@ int main(int argc, char **argv)
 			  tieralloc_tier_count());
 	test_count();
 	test_heat();
+	test_heat_agent();
 	test_rank();
 	test_exchange(50, true);
 	test_exchange(400, false);

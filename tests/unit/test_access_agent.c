@@ -164,6 +164,34 @@ int main(int argc, char **argv)
 	expect_true(page_dirty(cold));
 	uint32_t hot_heat = heat_of(hot), cold_heat = heat_of(cold);
 
+	/* The worker looks every period, the agent writes every aggregation: a file already
+	 * folded is not folded again, and no sample is counted for it. */
+	test_context("one file, folded once");
+	uint64_t samples = atomic_load(&ta_access_samples);
+	for (int i = 0; i < 5; i++) {
+		usleep(120 * 1000);
+		expect_true(!ta_access_tick());
+	}
+	expect_eq(atomic_load(&ta_access_samples), samples);
+	expect_eq(heat_of(hot), hot_heat);
+
+	/* DAMON can miss a read range for a whole aggregation: one empty reading leaves it cold
+	 * but above what reads empty every time, which goes down first. */
+	test_context("one empty reading");
+	write_heatfile(cold, hot, NULL, now_ns()); /* hot reads 0 this once */
+	expect_true(tick_until_sampled());
+	expect_true(!ta_access_is_hot(heat_of(hot)));
+	expect_gt(heat_of(hot), TA_HEAT_COLD);
+	expect_true(heat_of(cold) > heat_of(hot)); /* cold read accessed: as hot as that at once */
+	write_heatfile(hot, cold, sparse, now_ns());
+	expect_true(tick_until_sampled());
+	expect_true(ta_access_is_hot(heat_of(hot)));
+	write_heatfile(hot, cold, sparse, now_ns());
+	expect_true(tick_until_sampled());
+	expect_true(!ta_access_is_hot(heat_of(cold)));
+	hot_heat = heat_of(hot);
+	cold_heat = heat_of(cold);
+
 	/* An object made after the counts began was accessed by its making: the file says
 	 * nothing of it yet, however hot it reads there; from the next window on it does. */
 	test_context("made in the agent's window");
