@@ -76,6 +76,12 @@ ranked() {
 	[ "$(kv "$REPLY" unknown0)" -le $((16 * M)) ] || return 1
 	[ "$need_hot" = 0 ] || [ "$(kv "$REPLY" hot0)" -ge $((100 * M)) ]
 }
+# What a failure's message carries of an access reply (CI shows only PASS and FAIL lines).
+brief() {
+	echo "samples=$(kv "$1" samples) hot0=$(mib "$(kv "$1" hot0)")" \
+		"cold0=$(mib "$(kv "$1" cold0)") unknown0=$(mib "$(kv "$1" unknown0)")" \
+		"round_ms=$(kv "$1" round_ms) source=$(kv "$1" source)"
+}
 settled() {
 	n0_watch
 	[ "$(n0 "$cg")" -le $((target + SLACK)) ]
@@ -110,6 +116,7 @@ read_case() {
 	fi
 	proc_cmd "$name" access
 	hot_ranked=$(kv "$REPLY" hot0)
+	at_rank=$(brief "$REPLY")
 	echo "   $test: ranked after $(secs $(($(now_cs) - t0)))s: $REPLY"
 	where_pm "$name"
 	before1=$h1
@@ -154,7 +161,7 @@ read_case() {
 		fail "$test" "node 0 at $(mib "$(n0 "$cg")"), past share $(mib "$target") + 15M"
 	elif [ "$3" = kept ] && [ "$moved_pm" -gt 100 ]; then
 		fail "$test" "the drop sent $((moved_pm / 10))% of the read working set to node 1" \
-			"(at most 10%)"
+			"(at most 10%); at the drop: $at_rank; after: $(brief "$REPLY")"
 	elif [ "$3" = cold ] && [ "$hot_ranked" -gt $((20 * M)) ]; then
 		fail "$test" "tier 0 had $(mib "$hot_ranked") hot before the drop: this source" \
 			"should not see the reads of the 200 MiB working set"
