@@ -50,7 +50,7 @@
 #define SMALL_PAGE	   4096u
 
 struct ta_access_tier ta_access_tiers[TA_MAX_TIERS];
-_Atomic uint64_t ta_access_samples;   /* periods sampled (the priming clear not counted) */
+_Atomic uint64_t ta_access_samples;   /* periods sampled, or agent files folded (not the priming) */
 _Atomic uint64_t ta_access_sample_ns; /* time the worker spent in the last sample */
 _Atomic uint64_t ta_access_period_ns; /* the period in force */
 
