@@ -34,8 +34,10 @@ bench-enforce: bench/enforce-latency$(EXEEXT) $(lib_LTLIBRARIES)
 # excess, in the guest on both kernels, host quiet and loaded (`make bench-converge`; BENCH_REPS
 # rounds, default 3; BENCH_KERNELS, BENCH_LOADS, BENCH_CASES, BENCH_ARMS). The workload is the enforcement tests'.
 EXTRA_DIST += bench/run-converge.sh
+check_PROGRAMS += bench/converge-watch
+bench_converge_watch_SOURCES = bench/converge-watch.c
 bench-converge: tests/guest/enforce_work$(EXEEXT) tests/quota/shm_peek$(EXEEXT) \
-		$(lib_LTLIBRARIES)
+		bench/converge-watch$(EXEEXT) $(lib_LTLIBRARIES)
 	$(SHELL) $(top_srcdir)/bench/run-converge.sh $(abs_top_builddir) $(abs_top_srcdir) \
 		$${BENCH_REPS:-3}
 .PHONY: bench-converge

@@ -19,7 +19,8 @@
 #   large  256 MiB of 1 MiB blocks, the same (enforce.sh's large objects)
 # Arms:
 #   tieralloc  the limit is written; node 0 (anon + file of memory.numa_stat) watched every 50 ms
-#              until it is at or under the new tier-0 share. converge_ms: from the write to that;
+#              (bench/converge-watch, one pread a sample) until it is at or under the new
+#              tier-0 share. converge_ms: from the write to that;
 #              notice_ms: to the first sample 4 MiB below where it was; hot_down: the share of the
 #              read set's pages on node 1 afterwards; bad: words changed (verify).
 #   kernel     no preload; memory.reclaim asked for the same excess (node 0's usage less the
@@ -91,28 +92,23 @@ if [ "${1:-}" = --in-guest ]; then
 		excess=$((before - target))
 		swap0=$(swapped)
 		n1_0=$(anon "$cg" | cut -d' ' -f2)
-		t0=$(now_cs)
 		if [ "$arm" = tieralloc ]; then
-			echo "$max1" >"$cg/memory.max"
-			notice=
-			while :; do
-				v=$(n0 "$cg")
-				t=$(now_cs)
-				[ -z "$notice" ] && [ "$v" -lt $((before - 4 * M)) ] && notice=$((t - t0))
-				[ "$v" -le "$target" ] && break
-				[ $((t - t0)) -ge $((GUARD_S * 100)) ] && break
-				sleep 0.05
-			done
+			# A compiled stopwatch: a shell loop's forks would take the guest's CPU
+			# from the pass it times (bench/converge-watch.c).
+			r=$("$B/bench/converge-watch" "$cg" "$max1" "$target" "$before" "$GUARD_S")
+			took_ms=$(kv "$r" converge_ms)
+			notice_ms=$(kv "$r" notice_ms)
+			v=$(kv "$r" node0_after)
 		else
+			# The kernel's arm is done when memory.reclaim returns, wherever node 0 is
+			# (node0_after_mib).
+			t0=$(now_cs)
 			[ "$excess" -gt 0 ] && echo "$excess" >"$cg/memory.reclaim" 2>/dev/null
 			t=$(now_cs)
 			v=$(n0 "$cg")
-			notice=$((t - t0))
+			took_ms=$(((t - t0) * 10))
+			notice_ms=$took_ms
 		fi
-		took=$((t - t0))
-		# tieralloc's arm that never came to the share says so; the kernel's is done when
-		# memory.reclaim returns, wherever node 0 is (node0_after_mib).
-		[ "$arm" = kernel ] || [ "$v" -le "$target" ] || took=-1
 		where_pm "$name"
 		proc_cmd "$name" verify
 		bad=$(kv "$REPLY" bad)
@@ -120,8 +116,8 @@ if [ "${1:-}" = --in-guest ]; then
 		sw=$(($(swapped) - swap0))
 		proc_quit "$name"
 		rmdir "$cg" 2>/dev/null || true
-		echo "kernel=$kernel load=$LOAD case=$c arm=$arm converge_ms=$((took * 10))" \
-			"notice_ms=$((notice * 10)) excess_mib=$((excess / M))" \
+		echo "kernel=$kernel load=$LOAD case=$c arm=$arm converge_ms=$took_ms" \
+			"notice_ms=$notice_ms excess_mib=$((excess / M))" \
 			"hot_down=$(pct "$h1" "$((h0 + h1))")% node1_mib=$((n1 / M))" \
 			"swap_mib=$((sw / M)) node0_after_mib=$((v / M)) share_mib=$((target / M))" \
 			"bad=${bad:-?}" | tee -a $out
@@ -169,6 +165,7 @@ for k in ${BENCH_KERNELS:-6.1 6.12}; do
 			--include "$B/src/.libs/libtieralloc.so.0" \
 			--include "$B/tests/guest/enforce_work" \
 			--include "$B/tests/quota/shm_peek" \
+			--include "$B/bench/converge-watch" \
 			--include "$S/tests/guest/lib.sh" \
 			--include "$S/bench/run-converge.sh" \
 			-- "$S/bench/run-converge.sh" --in-guest "$B" "$REPS" "$load" "$S" \
