@@ -702,6 +702,12 @@ int ta_tier_of(const void *p);
  * range is that chunk, whose free pages a huge move may fill and give back ("Huge moves"). */
 int ta_demote_range(void *addr, size_t len, unsigned tier, size_t huge_from,
 		    struct ta_chunk *chunk);
+/* The 2 MiB unit at unit (aligned), all of its pages present, to tier as one huge page where
+ * the kernel migrates a page at a time ("Huge moves"), and bound there: for a unit that spans
+ * several ranges all being demoted (demote.c). False, nothing moved, where huge moves are off or
+ * the unit cannot take one; the ranges' own moves do it then. */
+#define TA_HUGE_UNIT ((size_t)2 << 20)
+bool ta_demote_unit(void *unit, unsigned tier);
 /* Huge moves on (1), off (0), or as the kernel's version says (-1): for tests. */
 void ta_place_set_huge_moves(int on);
 /* 2 MiB units moved as huge pages so far in this process. */

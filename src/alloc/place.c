@@ -25,7 +25,7 @@
 #define MODE_NUMA_BALANCING (1 << 13) /* MPOL_F_NUMA_BALANCING, Linux >= 5.15 */
 #define FLAG_MOVE	    (1 << 1)  /* MPOL_MF_MOVE: this process's pages only */
 #define PAGE		    4096ul
-#define UNIT		    (2ul << 20) /* a transparent huge page */
+#define UNIT		    TA_HUGE_UNIT /* a transparent huge page */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux >= 5.14 */
 #endif
@@ -208,6 +208,25 @@ static bool move_unit_huge(uintptr_t u, int node, bool may_stay_huge, struct ta_
 	if (moved)
 		atomic_fetch_add_explicit(&huge_units_moved, 1, memory_order_relaxed);
 	return moved;
+}
+
+bool ta_demote_unit(void *unit, unsigned tier)
+{
+	uintptr_t u = (uintptr_t)unit;
+	if ((u & (UNIT - 1)) != 0 || tier >= TA_MAX_TIERS || !huge_moves_on())
+		return false;
+	static unsigned turn; /* the pass runs one at a time (enforce.c) */
+	int tier_nodes[TA_MAX_NODES];
+	unsigned ntier_nodes = 0;
+	for (unsigned node = 0; node < TA_MAX_NODES; node++)
+		if (ta_topo.tier[tier].nodes & (1ull << node))
+			tier_nodes[ntier_nodes++] = (int)node;
+	/* One policy over the unit first: its parts' VMAs (split where each object was bound
+	 * before) merge, and a collapse wants the unit inside one. */
+	if (ntier_nodes == 0 ||
+	    policy_call(unit, UNIT, MODE_BIND, ta_topo.tier[tier].nodes, 0) != 0)
+		return false;
+	return move_unit_huge(u, tier_nodes[turn++ % ntier_nodes], false, NULL);
 }
 
 /*

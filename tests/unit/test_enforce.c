@@ -384,6 +384,59 @@ static void test_huge_moves(void)
 	ta_place_set_huge_moves(-1);
 }
 
+/*
+ * Large objects side by side (lheap.c): a 2 MiB unit across two of them, both demoted, moves as
+ * one huge page (demote.c, move_shared_units), and is split again after. Huge moves off: no unit
+ * moves whole, and the objects still go down page by page.
+ */
+#define NSIDE	 24
+#define SIDE_OBJ (1024 * 1024)
+static void test_huge_moves_across_objects(void)
+{
+	test_context("huge moves: units across neighbouring large objects move whole");
+	if (!can_collapse()) {
+		printf("this kernel does not collapse ranges on request (MADV_COLLAPSE: %s): "
+		       "huge moves not tried\n",
+		       strerror(errno));
+		return;
+	}
+	static unsigned char *obj[NSIDE];
+	for (int on = 1; on >= 0; on--) {
+		ta_place_set_huge_moves(on);
+		for (unsigned i = 0; i < NSIDE; i++) {
+			obj[i] = tieralloc_malloc_tier(0, SIDE_OBJ);
+			fill(obj[i], SIDE_OBJ, 7 * i + (unsigned)on);
+		}
+		unsigned touching = 0;
+		for (unsigned i = 0; i + 1 < NSIDE; i++)
+			touching += obj[i] + SIDE_OBJ == obj[i + 1];
+		uint64_t units0 = ta_place_huge_units_moved();
+		uint64_t moved = ta_demote(0, 1, UINT64_MAX);
+		uint64_t units = ta_place_huge_units_moved() - units0;
+		printf("huge moves %s: %u of %u neighbours touch, %llu bytes moved, %llu units as huge "
+		       "pages\n",
+		       on ? "on" : "off", touching, NSIDE - 1, (unsigned long long)moved,
+		       (unsigned long long)units);
+		/* The heap cuts them side by side from one region: most touch. */
+		expect_ge(touching, NSIDE / 2);
+		expect_ge(moved, (uint64_t)NSIDE * SIDE_OBJ);
+		/* A unit across each second boundary of a run of touching objects. */
+		if (on)
+			expect_ge(units + 2, touching / 2);
+		else
+			expect_eq(units, 0);
+		for (unsigned i = 0; i < NSIDE; i++) {
+			expect_eq(tieralloc_tier_of(obj[i]), 1);
+			if (!intact(obj[i], SIDE_OBJ, 7 * i + (unsigned)on))
+				expect_true(!"a large object moved as part of a huge page changed");
+		}
+		expect_eq(test_nohuge_huge_kb(), 0);
+		for (unsigned i = 0; i < NSIDE; i++)
+			tieralloc_free(obj[i]);
+	}
+	ta_place_set_huge_moves(-1);
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const env[] = { "TIERALLOC_TIERS=0;0", "TIERALLOC_ENFORCE=off",
@@ -395,5 +448,6 @@ int main(int argc, char **argv)
 			  tieralloc_tier_count());
 	test_demote();
 	test_huge_moves();
+	test_huge_moves_across_objects();
 	return test_done();
 }
