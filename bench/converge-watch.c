@@ -78,8 +78,9 @@ int main(int argc, char **argv)
 	if ((argc != 6 && argc != 7) || !parse_u64(argv[3], &target) ||
 	    !parse_u64(argv[4], &before) || !parse_u64(argv[5], &guard_s) ||
 	    (argc == 7 && (!parse_u64(argv[6], &period_ms) || period_ms == 0))) {
-		fprintf(stderr, "usage: converge-watch CGROUP_DIR NEW_MAX TARGET_BYTES BEFORE_BYTES "
-				"GUARD_S [PERIOD_MS]\n");
+		fprintf(stderr,
+			"usage: converge-watch CGROUP_DIR NEW_MAX TARGET_BYTES BEFORE_BYTES "
+			"GUARD_S [PERIOD_MS]\n");
 		return 1;
 	}
 	char path[4096];
@@ -106,8 +107,8 @@ int main(int argc, char **argv)
 	int64_t converge_ms = -1, notice_ms = -1;
 	uint64_t v = before, samples = 0;
 	const uint64_t notice_below = before > (4ull << 20) ? before - (4ull << 20) : 0;
-	const struct timespec period = {(time_t)(period_ms / 1000),
-					(long)(period_ms % 1000) * 1000000L};
+	const struct timespec period = { (time_t)(period_ms / 1000),
+					 (long)(period_ms % 1000) * 1000000L };
 	for (;;) {
 		if (!node0_bytes(stat_fd, &v)) {
 			fprintf(stderr, "converge-watch: no anon/file line in memory.numa_stat\n");

@@ -81,8 +81,7 @@ uint64_t ta_move_range(struct ta_cold_range *r, unsigned from, unsigned to)
  * those the loop below reaches with its budget when every move succeeds (a failed move only
  * makes it reach further).
  */
-static void move_shared_units(struct ta_cold_range *ranges, unsigned n, uint64_t bytes,
-			      unsigned to)
+static void move_shared_units(struct ta_cold_range *ranges, unsigned n, uint64_t bytes, unsigned to)
 {
 	static struct ta_cold_range *picked[256];
 	unsigned k = 0;
@@ -104,12 +103,13 @@ static void move_shared_units(struct ta_cold_range *ranges, unsigned n, uint64_t
 	for (unsigned i = 0; i < k;) {
 		uintptr_t run_start = (uintptr_t)picked[i]->addr, last_unit = 0;
 		unsigned j = i;
-		while (j + 1 < k &&
-		       (uintptr_t)picked[j]->addr + picked[j]->len == (uintptr_t)picked[j + 1]->addr)
+		while (j + 1 < k && (uintptr_t)picked[j]->addr + picked[j]->len ==
+					(uintptr_t)picked[j + 1]->addr)
 			j++;
 		uintptr_t run_end = (uintptr_t)picked[j]->addr + picked[j]->len;
 		for (unsigned b = i + 1; b <= j; b++) {
-			uintptr_t unit = (uintptr_t)picked[b]->addr & ~(uintptr_t)(TA_HUGE_UNIT - 1);
+			uintptr_t unit =
+			    (uintptr_t)picked[b]->addr & ~(uintptr_t)(TA_HUGE_UNIT - 1);
 			if (unit != (uintptr_t)picked[b]->addr && unit >= run_start &&
 			    unit + TA_HUGE_UNIT <= run_end && unit != last_unit) {
 				ta_demote_unit((void *)unit, to);

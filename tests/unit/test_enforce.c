@@ -413,7 +413,8 @@ static void test_huge_moves_across_objects(void)
 		uint64_t units0 = ta_place_huge_units_moved();
 		uint64_t moved = ta_demote(0, 1, UINT64_MAX);
 		uint64_t units = ta_place_huge_units_moved() - units0;
-		printf("huge moves %s: %u of %u neighbours touch, %llu bytes moved, %llu units as huge "
+		printf("huge moves %s: %u of %u neighbours touch, %llu bytes moved, %llu units as "
+		       "huge "
 		       "pages\n",
 		       on ? "on" : "off", touching, NSIDE - 1, (unsigned long long)moved,
 		       (unsigned long long)units);
