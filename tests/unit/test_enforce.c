@@ -314,6 +314,17 @@ static bool can_collapse(void)
 	return ok;
 }
 
+/* can_collapse, saying why huge moves are not tried where it cannot. */
+static bool can_collapse_or_say(void)
+{
+	if (can_collapse())
+		return true;
+	printf("this kernel does not collapse ranges on request (MADV_COLLAPSE: %s): huge moves "
+	       "not tried\n",
+	       strerror(errno));
+	return false;
+}
+
 /*
  * Huge moves (src/alloc/place.c): forced on, as on Linux 6.1. The chunks of 64 KiB objects have
  * pages no run holds (the end past the last run), which a collapse fills: they go back after the
@@ -325,12 +336,8 @@ static bool can_collapse(void)
 static void test_huge_moves(void)
 {
 	test_context("huge moves: 2 MiB units of chunks move as huge pages, then split again");
-	if (!can_collapse()) {
-		printf("this kernel does not collapse ranges on request (MADV_COLLAPSE: %s): "
-		       "huge moves not tried\n",
-		       strerror(errno));
+	if (!can_collapse_or_say())
 		return;
-	}
 	ta_place_set_huge_moves(1);
 	static unsigned char *obj[NHUGE];
 	for (unsigned i = 0; i < NHUGE; i++) {
@@ -394,12 +401,8 @@ static void test_huge_moves(void)
 static void test_huge_moves_across_objects(void)
 {
 	test_context("huge moves: units across neighbouring large objects move whole");
-	if (!can_collapse()) {
-		printf("this kernel does not collapse ranges on request (MADV_COLLAPSE: %s): "
-		       "huge moves not tried\n",
-		       strerror(errno));
+	if (!can_collapse_or_say())
 		return;
-	}
 	static unsigned char *obj[NSIDE];
 	for (int on = 1; on >= 0; on--) {
 		ta_place_set_huge_moves(on);
